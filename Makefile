@@ -1,0 +1,116 @@
+# ngx_omniroute — build, test, demo and benchmark entry points.
+#
+#   make deps    install every Debian package the project needs (idempotent)
+#   make         build build/nginx/ngx_http_omniroute_module.so
+#   make test    unit tests (plain and ASan/UBSan) + integration tests (prove)
+#   make demo    start nginx in the foreground on 127.0.0.1:8080 (demo config)
+#   make bench   wrk: module vs plain proxy_pass, same run
+#   make fuzz    libFuzzer targets under fuzz/, FUZZ_SECONDS each
+
+SHELL      := /bin/bash
+TOP        := $(CURDIR)
+BUILD      := $(TOP)/build
+NGX_SRC    := /usr/share/nginx/src
+NGX_BUILD  := $(BUILD)/nginx
+MODULE_SO  := $(NGX_BUILD)/ngx_http_omniroute_module.so
+
+DEB_PKGS   := nginx nginx-dev libhiredis-dev libjansson-dev libssl-dev \
+              libpcre2-dev zlib1g-dev redis-server wrk gcc make clang \
+              libclang-rt-14-dev perl
+
+CORE_SRCS  := $(wildcard src/core/*.c)
+CORE_HDRS  := $(wildcard src/core/*.h)
+NGX_SRCS   := ngx_omniroute_module.c $(wildcard src/ngx/*.c)
+NGX_HDRS   := $(wildcard src/ngx/*.h)
+UNIT_SRCS  := $(wildcard t/unit/test_*.c)
+UNIT_BINS  := $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
+ASAN_BINS  := $(patsubst t/unit/%.c,$(BUILD)/unit-asan/%,$(UNIT_SRCS))
+FUZZ_SRCS  := $(wildcard fuzz/fuzz_*.c)
+FUZZ_BINS  := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+
+CORE_CFLAGS := -std=gnu99 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
+               -Isrc/core -It/unit
+ASAN_FLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer \
+               -fno-sanitize-recover=all
+FUZZ_SECONDS ?= 60
+PROVE_ARGS  ?=
+
+.PHONY: all build deps unit test itest demo bench fuzz clean
+
+all: build
+
+build: $(MODULE_SO)
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
+	        | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "installing:$$missing"; \
+	    if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO=sudo; fi; \
+	    $$SUDO apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	        --no-install-recommends $$missing; \
+	    $$SUDO systemctl disable --now nginx redis-server >/dev/null 2>&1 \
+	        || true; \
+	fi
+
+# reconfigure when the set of source files changes (config lists them)
+ALL_SRCS   := $(sort $(CORE_SRCS) $(NGX_SRCS) $(CORE_HDRS) $(NGX_HDRS))
+$(shell mkdir -p $(BUILD); echo '$(ALL_SRCS)' | cmp -s - $(BUILD)/srclist \
+    || echo '$(ALL_SRCS)' > $(BUILD)/srclist)
+
+$(NGX_BUILD)/Makefile: config $(BUILD)/srclist
+	@test -x $(NGX_SRC)/configure || $(MAKE) deps
+	mkdir -p $(NGX_BUILD)
+	source $(NGX_SRC)/conf_flags && cd $(NGX_SRC) && \
+	    ./configure "$${NGX_CONF_FLAGS[@]}" \
+	        --with-cc-opt="-g -O2 -fstack-protector-strong -Wformat -Werror=format-security -fPIC -D_FORTIFY_SOURCE=2 -Werror" \
+	        --add-dynamic-module=$(TOP) --builddir=$(NGX_BUILD) \
+	        > $(NGX_BUILD)/configure.log 2>&1 \
+	    || { tail -30 $(NGX_BUILD)/configure.log; exit 1; }
+
+$(MODULE_SO): $(NGX_BUILD)/Makefile $(NGX_SRCS) $(NGX_HDRS) $(CORE_SRCS) \
+              $(CORE_HDRS)
+	cd $(NGX_SRC) && $(MAKE) -s -f $(NGX_BUILD)/Makefile modules
+
+$(BUILD)/unit/%: t/unit/%.c $(CORE_SRCS) $(CORE_HDRS) t/unit/or_test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CORE_CFLAGS) -o $@ $< $(CORE_SRCS) -lm
+
+$(BUILD)/unit-asan/%: t/unit/%.c $(CORE_SRCS) $(CORE_HDRS) t/unit/or_test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CORE_CFLAGS) $(ASAN_FLAGS) -o $@ $< $(CORE_SRCS) -lm
+
+unit: $(UNIT_BINS) $(ASAN_BINS)
+
+test: deps build unit
+	prove $(PROVE_ARGS) $(UNIT_BINS) $(ASAN_BINS) t/*.t
+
+itest: build
+	prove $(PROVE_ARGS) t/*.t
+
+demo: deps build
+	bash conf.d/run-demo.sh
+
+bench: deps build
+	bash bench/run.sh
+
+$(BUILD)/fuzz/%: fuzz/%.c $(CORE_SRCS) $(CORE_HDRS)
+	@mkdir -p $(dir $@)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc/core \
+	    -o $@ $< $(CORE_SRCS) -lm
+
+fuzz: $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do \
+	    name=$$(basename $$f); \
+	    mkdir -p $(BUILD)/fuzz/corpus-$$name; \
+	    echo "== $$name for $(FUZZ_SECONDS)s"; \
+	    $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	        -artifact_prefix=$(BUILD)/fuzz/ \
+	        $(BUILD)/fuzz/corpus-$$name fuzz/corpus/$$name; \
+	done
+
+clean:
+	rm -rf $(BUILD) t/tmp
