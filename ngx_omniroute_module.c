@@ -1,0 +1,214 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * The module: directives, configuration create/merge and hooks.  Wiring
+ * only; the request path lives in src/ngx, the policy in src/core.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute.h"
+
+
+static ngx_int_t ngx_omniroute_preconfiguration(ngx_conf_t *cf);
+static ngx_int_t ngx_omniroute_postconfiguration(ngx_conf_t *cf);
+static void *ngx_omniroute_create_main_conf(ngx_conf_t *cf);
+static void *ngx_omniroute_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child);
+
+
+static ngx_conf_num_bounds_t  ngx_omniroute_attempts_bounds = {
+    ngx_conf_check_num_bounds, 1, 100
+};
+
+
+static ngx_command_t  ngx_omniroute_commands[] = {
+
+    { ngx_string("omniroute_zone"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_omniroute_zone,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_provider"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_omniroute_provider,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_connection"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_omniroute_connection,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_model"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
+      ngx_omniroute_model,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_combo"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_omniroute_model,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      1,
+      NULL },
+
+    { ngx_string("omniroute_pass"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
+      ngx_omniroute_pass,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_max_attempts"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_omniroute_loc_conf_t, max_attempts),
+      &ngx_omniroute_attempts_bounds },
+
+    { ngx_string("omniroute_error_body_buffer_size"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_omniroute_loc_conf_t, error_body_max),
+      NULL },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_omniroute_module_ctx = {
+    ngx_omniroute_preconfiguration,        /* preconfiguration */
+    ngx_omniroute_postconfiguration,       /* postconfiguration */
+
+    ngx_omniroute_create_main_conf,        /* create main configuration */
+    ngx_omniroute_init_main_conf,          /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    ngx_omniroute_create_loc_conf,         /* create location configuration */
+    ngx_omniroute_merge_loc_conf           /* merge location configuration */
+};
+
+
+ngx_module_t  ngx_http_omniroute_module = {
+    NGX_MODULE_V1,
+    &ngx_omniroute_module_ctx,             /* module context */
+    ngx_omniroute_commands,                /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    NULL,                                  /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    NULL,                                  /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+static ngx_int_t
+ngx_omniroute_preconfiguration(ngx_conf_t *cf)
+{
+    return ngx_omniroute_add_variables(cf);
+}
+
+
+static ngx_int_t
+ngx_omniroute_postconfiguration(ngx_conf_t *cf)
+{
+    return ngx_omniroute_filter_init(cf);
+}
+
+
+static void *
+ngx_omniroute_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_pcalloc(cf->pool, sizeof(ngx_omniroute_main_conf_t));
+    if (omcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     omcf->shm_zone = NULL;
+     */
+
+    if (ngx_array_init(&omcf->providers, cf->pool, 4,
+                       sizeof(ngx_omniroute_provider_t))
+        != NGX_OK
+        || ngx_array_init(&omcf->connections, cf->pool, 8,
+                          sizeof(ngx_omniroute_connection_t))
+           != NGX_OK
+        || ngx_array_init(&omcf->models, cf->pool, 8,
+                          sizeof(ngx_omniroute_model_t))
+           != NGX_OK)
+    {
+        return NULL;
+    }
+
+    return omcf;
+}
+
+
+static void *
+ngx_omniroute_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_omniroute_loc_conf_t  *olcf;
+
+    olcf = ngx_pcalloc(cf->pool, sizeof(ngx_omniroute_loc_conf_t));
+    if (olcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     olcf->pass_uri = { 0, NULL };
+     *     olcf->prefix = { 0, NULL };
+     */
+
+    olcf->enabled = NGX_CONF_UNSET;
+    olcf->max_attempts = NGX_CONF_UNSET;
+    olcf->error_body_max = NGX_CONF_UNSET_SIZE;
+
+    return olcf;
+}
+
+
+static char *
+ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_omniroute_loc_conf_t  *prev = parent;
+    ngx_omniroute_loc_conf_t  *conf = child;
+
+    ngx_conf_merge_value(conf->enabled, prev->enabled, 0);
+    ngx_conf_merge_value(conf->max_attempts, prev->max_attempts, 3);
+    ngx_conf_merge_size_value(conf->error_body_max, prev->error_body_max,
+                              64 * 1024);
+
+    if (conf->error_body_max < 1024) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"omniroute_error_body_buffer_size\" must be "
+                           "at least 1k");
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}

@@ -1,0 +1,171 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ */
+
+
+#ifndef _NGX_OMNIROUTE_H_INCLUDED_
+#define _NGX_OMNIROUTE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <jansson.h>
+
+#include "or_types.h"
+
+
+#define NGX_OMNIROUTE_AUTH_BEARER     0
+#define NGX_OMNIROUTE_AUTH_X_API_KEY  1
+#define NGX_OMNIROUTE_AUTH_HEADER     2
+#define NGX_OMNIROUTE_AUTH_NONE       3
+
+#define NGX_OMNIROUTE_DEFAULT_PASS_URI  "/_omniroute"
+
+
+typedef struct {
+    ngx_str_t                     name;
+    ngx_str_t                     value;
+    ngx_uint_t                    hash;
+    u_char                       *lowcase_key;
+} ngx_omniroute_header_t;
+
+
+typedef struct {
+    ngx_str_t                     name;
+    ngx_str_t                     url;          /* base URL, no trailing "/" */
+    or_kind_e                     kind;
+    ngx_uint_t                    auth;         /* NGX_OMNIROUTE_AUTH_* */
+    ngx_str_t                     auth_header;  /* header carrying the key */
+    u_char                       *auth_lowcase;
+    ngx_uint_t                    auth_hash;
+    ngx_array_t                   headers;      /* ngx_omniroute_header_t */
+} ngx_omniroute_provider_t;
+
+
+typedef struct {
+    ngx_str_t                     id;
+    ngx_str_t                     provider_name;
+    ngx_uint_t                    provider;     /* index into providers */
+    ngx_str_t                     credential;   /* never logged */
+    ngx_str_t                     auth_value;   /* ready header value */
+    ngx_int_t                     priority;
+    ngx_uint_t                    weight;
+} ngx_omniroute_connection_t;
+
+
+typedef struct {
+    ngx_uint_t                    provider;
+    ngx_str_t                     model;        /* upstream model name */
+} ngx_omniroute_target_t;
+
+
+typedef struct {
+    ngx_str_t                     name;
+    ngx_uint_t                    combo;        /* 1: combo, 0: alias */
+    ngx_str_t                     strategy;
+    ngx_array_t                   targets;      /* ngx_omniroute_target_t */
+} ngx_omniroute_model_t;
+
+
+typedef struct {
+    ngx_array_t                   providers;    /* ngx_omniroute_provider_t */
+    ngx_array_t                   connections;  /* ngx_omniroute_connection_t */
+    ngx_array_t                   models;       /* ngx_omniroute_model_t */
+    ngx_shm_zone_t               *shm_zone;
+} ngx_omniroute_main_conf_t;
+
+
+typedef struct {
+    ngx_str_t                     pass_uri;     /* internal attempt location */
+    ngx_str_t                     prefix;       /* location prefix to strip */
+    ngx_int_t                     max_attempts;
+    size_t                        error_body_max;
+    ngx_flag_t                    enabled;
+} ngx_omniroute_loc_conf_t;
+
+
+/* one candidate: a connection serving one target */
+typedef struct {
+    ngx_omniroute_connection_t   *conn;
+    ngx_omniroute_provider_t     *provider;
+    ngx_omniroute_target_t       *target;
+} ngx_omniroute_candidate_t;
+
+
+typedef enum {
+    NGX_OMNIROUTE_ATTEMPT_RUNNING = 0,
+    NGX_OMNIROUTE_ATTEMPT_COMMITTED,    /* response streamed to the client */
+    NGX_OMNIROUTE_ATTEMPT_HELD,         /* error response held, body read */
+    NGX_OMNIROUTE_ATTEMPT_TRANSPORT     /* no response: connect/timeout */
+} ngx_omniroute_attempt_state_e;
+
+
+typedef struct {
+    ngx_http_request_t           *sr;
+    ngx_omniroute_candidate_t    *cand;
+    ngx_omniroute_attempt_state_e state;
+    ngx_uint_t                    status;       /* provider status or 502/504 */
+    ngx_buf_t                    *body;         /* held error body */
+    ngx_uint_t                    truncated;    /* held body hit the bound */
+    ngx_uint_t                    header_seen;
+    ngx_uint_t                    done;
+} ngx_omniroute_attempt_t;
+
+
+typedef struct {
+    ngx_omniroute_loc_conf_t     *lcf;
+    ngx_str_t                     body;         /* client body, contiguous */
+    ngx_str_t                     model;        /* model the client named */
+    json_t                       *json;         /* parsed client body */
+    ngx_str_t                     sent_model;   /* model in sent_body */
+    ngx_str_t                     sent_body;    /* body with upstream model */
+    ngx_array_t                   candidates;   /* ngx_omniroute_candidate_t */
+    ngx_uint_t                    next;         /* next candidate to try */
+    ngx_array_t                   attempts;     /* ngx_omniroute_attempt_t */
+    ngx_omniroute_attempt_t      *current;
+    ngx_omniroute_attempt_t      *last_held;    /* latest held error */
+    ngx_str_t                     upstream_url; /* of the current attempt */
+    ngx_http_post_subrequest_t    ps;
+    const char                   *error_code;   /* client error to answer */
+    const char                   *error_message;
+} ngx_omniroute_ctx_t;
+
+
+extern ngx_module_t  ngx_http_omniroute_module;
+
+
+/* directives (ngx_omniroute_conf.c) */
+char *ngx_omniroute_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf);
+
+/* request path (ngx_omniroute_request.c) */
+ngx_int_t ngx_omniroute_handler(ngx_http_request_t *r);
+ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *code, const char *message);
+ngx_int_t ngx_omniroute_add_header(ngx_http_request_t *r, ngx_str_t *name,
+    ngx_str_t *value);
+ngx_int_t ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr);
+ngx_int_t ngx_omniroute_add_route_headers(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a);
+
+/* attempt filters (ngx_omniroute_filter.c) */
+ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);
+ngx_omniroute_attempt_t *ngx_omniroute_attempt_of(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t **pctx);
+
+/* variables (ngx_omniroute_variables.c) */
+ngx_int_t ngx_omniroute_add_variables(ngx_conf_t *cf);
+
+
+#endif /* _NGX_OMNIROUTE_H_INCLUDED_ */

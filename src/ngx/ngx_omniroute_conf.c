@@ -1,0 +1,1084 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * Directive handlers: the state zone, providers, connections, models,
+ * combos and omniroute_pass.  Names are resolved in init_main_conf, so
+ * directives may appear in any order inside http {}.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute.h"
+
+
+#define NGX_OMNIROUTE_KEY_MAX  8192
+
+
+static ngx_int_t ngx_omniroute_init_zone(ngx_shm_zone_t *shm_zone,
+    void *data);
+static ngx_int_t ngx_omniroute_parse_url(ngx_conf_t *cf,
+    ngx_omniroute_provider_t *p, ngx_str_t *url);
+static ngx_int_t ngx_omniroute_parse_auth(ngx_conf_t *cf,
+    ngx_omniroute_provider_t *p, ngx_str_t *value);
+static ngx_int_t ngx_omniroute_parse_header(ngx_conf_t *cf,
+    ngx_omniroute_provider_t *p, ngx_str_t *value);
+static ngx_int_t ngx_omniroute_valid_name(ngx_str_t *name);
+static ngx_int_t ngx_omniroute_valid_token(ngx_str_t *name);
+static ngx_int_t ngx_omniroute_valid_model(ngx_str_t *name);
+static ngx_int_t ngx_omniroute_load_key_file(ngx_conf_t *cf,
+    ngx_str_t *path, ngx_str_t *key);
+static ngx_int_t ngx_omniroute_find_provider(ngx_omniroute_main_conf_t *omcf,
+    ngx_str_t *name);
+static ngx_omniroute_model_t *ngx_omniroute_find_model(
+    ngx_omniroute_main_conf_t *omcf, ngx_str_t *name);
+static ngx_int_t ngx_omniroute_build_auth_value(ngx_conf_t *cf,
+    ngx_omniroute_provider_t *p, ngx_omniroute_connection_t *c);
+
+
+char *
+ngx_omniroute_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_omniroute_main_conf_t *omcf = conf;
+
+    u_char      *p;
+    ssize_t      size;
+    ngx_str_t   *value, name, s;
+
+    if (omcf->shm_zone) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strncmp(value[1].data, "zone=", 5) != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\", expected "
+                           "\"zone=name:size\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    name.data = value[1].data + 5;
+    p = (u_char *) ngx_strchr(name.data, ':');
+
+    if (p == NULL || p == name.data) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid zone \"%V\", expected \"zone=name:size\"",
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    name.len = p - name.data;
+
+    s.data = p + 1;
+    s.len = value[1].data + value[1].len - s.data;
+
+    size = ngx_parse_size(&s);
+
+    if (size == NGX_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid zone size \"%V\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (size < (ssize_t) (8 * ngx_pagesize)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "zone \"%V\" is too small: it must be at least "
+                           "%uzk", &value[1], 8 * ngx_pagesize / 1024);
+        return NGX_CONF_ERROR;
+    }
+
+    omcf->shm_zone = ngx_shared_memory_add(cf, &name, size,
+                                           &ngx_http_omniroute_module);
+    if (omcf->shm_zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (omcf->shm_zone->data) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "zone \"%V\" is already used by another module",
+                           &name);
+        return NGX_CONF_ERROR;
+    }
+
+    omcf->shm_zone->init = ngx_omniroute_init_zone;
+    omcf->shm_zone->data = omcf;
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+{
+    size_t            len;
+    ngx_slab_pool_t  *shpool;
+
+    shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (data) {
+        /* reload: the state of the previous cycle stays in the zone */
+        return NGX_OK;
+    }
+
+    if (shm_zone->shm.exists) {
+        return NGX_OK;
+    }
+
+    len = sizeof(" in omniroute zone \"\"") + shm_zone->shm.name.len;
+
+    shpool->log_ctx = ngx_slab_alloc(shpool, len);
+    if (shpool->log_ctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_sprintf(shpool->log_ctx, " in omniroute zone \"%V\"%Z",
+                &shm_zone->shm.name);
+
+    shpool->log_nomem = 0;
+
+    return NGX_OK;
+}
+
+
+char *
+ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_omniroute_main_conf_t *omcf = conf;
+
+    ngx_str_t                 *value, s;
+    ngx_uint_t                 i, have_url;
+    ngx_omniroute_provider_t  *p;
+
+    value = cf->args->elts;
+
+    if (ngx_omniroute_valid_name(&value[1]) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid provider name \"%V\": use letters, "
+                           "digits, \"-\", \"_\" and \".\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_omniroute_find_provider(omcf, &value[1]) != NGX_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "duplicate provider \"%V\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    p = ngx_array_push(&omcf->providers);
+    if (p == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memzero(p, sizeof(ngx_omniroute_provider_t));
+
+    p->name = value[1];
+    p->kind = OR_KIND_APIKEY;
+    p->auth = NGX_OMNIROUTE_AUTH_BEARER;
+    ngx_str_set(&p->auth_header, "Authorization");
+
+    if (ngx_array_init(&p->headers, cf->pool, 2,
+                       sizeof(ngx_omniroute_header_t))
+        != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    have_url = 0;
+
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "url=", 4) == 0) {
+            s.data = value[i].data + 4;
+            s.len = value[i].len - 4;
+
+            if (ngx_omniroute_parse_url(cf, p, &s) != NGX_OK) {
+                return NGX_CONF_ERROR;
+            }
+
+            have_url = 1;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "kind=", 5) == 0) {
+            s.data = value[i].data + 5;
+            s.len = value[i].len - 5;
+
+            if (s.len == 5 && ngx_strncmp(s.data, "oauth", 5) == 0) {
+                p->kind = OR_KIND_OAUTH;
+
+            } else if (s.len == 6 && ngx_strncmp(s.data, "apikey", 6) == 0) {
+                p->kind = OR_KIND_APIKEY;
+
+            } else if (s.len == 5 && ngx_strncmp(s.data, "local", 5) == 0) {
+                p->kind = OR_KIND_LOCAL;
+
+            } else {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid kind \"%V\" of provider \"%V\": "
+                                   "expected oauth, apikey or local",
+                                   &s, &p->name);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "auth=", 5) == 0) {
+            s.data = value[i].data + 5;
+            s.len = value[i].len - 5;
+
+            if (ngx_omniroute_parse_auth(cf, p, &s) != NGX_OK) {
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "header=", 7) == 0) {
+            s.data = value[i].data + 7;
+            s.len = value[i].len - 7;
+
+            if (ngx_omniroute_parse_header(cf, p, &s) != NGX_OK) {
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\" of provider \"%V\"",
+                           &value[i], &p->name);
+        return NGX_CONF_ERROR;
+    }
+
+    if (!have_url) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "provider \"%V\" has no \"url=\" parameter",
+                           &p->name);
+        return NGX_CONF_ERROR;
+    }
+
+    if (p->auth_header.len) {
+        p->auth_lowcase = ngx_pnalloc(cf->pool, p->auth_header.len);
+        if (p->auth_lowcase == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        p->auth_hash = ngx_hash_strlow(p->auth_lowcase, p->auth_header.data,
+                                       p->auth_header.len);
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_parse_url(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
+    ngx_str_t *url)
+{
+    size_t     skip;
+    ngx_url_t  u;
+
+    if (url->len > 7 && ngx_strncasecmp(url->data, (u_char *) "http://", 7)
+                        == 0)
+    {
+        skip = 7;
+
+    } else if (url->len > 8
+               && ngx_strncasecmp(url->data, (u_char *) "https://", 8) == 0)
+    {
+        skip = 8;
+
+    } else {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid url \"%V\" of provider \"%V\": "
+                           "expected http:// or https://", url, &p->name);
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(&u, sizeof(ngx_url_t));
+
+    u.url.data = url->data + skip;
+    u.url.len = url->len - skip;
+    u.no_resolve = 1;
+    u.uri_part = 1;
+
+    if (ngx_parse_url(cf->pool, &u) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid url \"%V\" of provider \"%V\": %s",
+                           url, &p->name, u.err ? u.err : "bad address");
+        return NGX_ERROR;
+    }
+
+    if (u.host.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid url \"%V\" of provider \"%V\": no host",
+                           url, &p->name);
+        return NGX_ERROR;
+    }
+
+    if (ngx_strlchr(url->data, url->data + url->len, '?') != NULL
+        || ngx_strlchr(url->data, url->data + url->len, '#') != NULL)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid url \"%V\" of provider \"%V\": "
+                           "query strings and fragments are not allowed",
+                           url, &p->name);
+        return NGX_ERROR;
+    }
+
+    p->url = *url;
+
+    while (p->url.len > skip && p->url.data[p->url.len - 1] == '/') {
+        p->url.len--;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_parse_auth(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
+    ngx_str_t *value)
+{
+    ngx_str_t  name;
+
+    if (value->len == 6 && ngx_strncmp(value->data, "bearer", 6) == 0) {
+        p->auth = NGX_OMNIROUTE_AUTH_BEARER;
+        ngx_str_set(&p->auth_header, "Authorization");
+        return NGX_OK;
+    }
+
+    if (value->len == 9 && ngx_strncmp(value->data, "x-api-key", 9) == 0) {
+        p->auth = NGX_OMNIROUTE_AUTH_X_API_KEY;
+        ngx_str_set(&p->auth_header, "x-api-key");
+        return NGX_OK;
+    }
+
+    if (value->len == 4 && ngx_strncmp(value->data, "none", 4) == 0) {
+        p->auth = NGX_OMNIROUTE_AUTH_NONE;
+        ngx_str_null(&p->auth_header);
+        return NGX_OK;
+    }
+
+    if (value->len > 7 && ngx_strncmp(value->data, "header:", 7) == 0) {
+        name.data = value->data + 7;
+        name.len = value->len - 7;
+
+        if (ngx_omniroute_valid_token(&name) != NGX_OK) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid auth header name \"%V\" of provider "
+                               "\"%V\"", &name, &p->name);
+            return NGX_ERROR;
+        }
+
+        p->auth = NGX_OMNIROUTE_AUTH_HEADER;
+        p->auth_header = name;
+        return NGX_OK;
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid auth \"%V\" of provider \"%V\": expected "
+                       "bearer, x-api-key, header:NAME or none",
+                       value, &p->name);
+    return NGX_ERROR;
+}
+
+
+static ngx_int_t
+ngx_omniroute_parse_header(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
+    ngx_str_t *value)
+{
+    u_char                  *colon;
+    ngx_uint_t               i;
+    ngx_omniroute_header_t  *h;
+
+    colon = ngx_strlchr(value->data, value->data + value->len, ':');
+
+    if (colon == NULL || colon == value->data) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid header \"%V\" of provider \"%V\": "
+                           "expected \"header=Name:value\"", value, &p->name);
+        return NGX_ERROR;
+    }
+
+    h = ngx_array_push(&p->headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->name.data = value->data;
+    h->name.len = colon - value->data;
+    h->value.data = colon + 1;
+    h->value.len = value->data + value->len - h->value.data;
+
+    if (ngx_omniroute_valid_token(&h->name) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid header name \"%V\" of provider \"%V\"",
+                           &h->name, &p->name);
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < h->value.len; i++) {
+        if (h->value.data[i] == CR || h->value.data[i] == LF
+            || h->value.data[i] == '\0')
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid header value in \"%V\" of provider "
+                               "\"%V\"", value, &p->name);
+            return NGX_ERROR;
+        }
+    }
+
+    h->lowcase_key = ngx_pnalloc(cf->pool, h->name.len);
+    if (h->lowcase_key == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = ngx_hash_strlow(h->lowcase_key, h->name.data, h->name.len);
+
+    return NGX_OK;
+}
+
+
+char *
+ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_omniroute_main_conf_t *omcf = conf;
+
+    u_char                      *env;
+    ngx_str_t                   *value, s, key_env, key_file;
+    ngx_int_t                    n;
+    ngx_uint_t                   i;
+    ngx_omniroute_connection_t  *c, *cc;
+
+    value = cf->args->elts;
+
+    if (ngx_omniroute_valid_name(&value[1]) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid connection id \"%V\": use letters, "
+                           "digits, \"-\", \"_\" and \".\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    cc = omcf->connections.elts;
+    for (i = 0; i < omcf->connections.nelts; i++) {
+        if (cc[i].id.len == value[1].len
+            && ngx_strncmp(cc[i].id.data, value[1].data, value[1].len) == 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "duplicate connection \"%V\"", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    c = ngx_array_push(&omcf->connections);
+    if (c == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memzero(c, sizeof(ngx_omniroute_connection_t));
+
+    c->id = value[1];
+    c->priority = 0;
+    c->weight = 1;
+    c->provider = NGX_CONF_UNSET_UINT;
+
+    ngx_str_null(&key_env);
+    ngx_str_null(&key_file);
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "provider=", 9) == 0) {
+            /* resolved in init_main_conf */
+            c->provider_name.data = value[i].data + 9;
+            c->provider_name.len = value[i].len - 9;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "key_env=", 8) == 0) {
+            key_env.data = value[i].data + 8;
+            key_env.len = value[i].len - 8;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "key_file=", 9) == 0) {
+            key_file.data = value[i].data + 9;
+            key_file.len = value[i].len - 9;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "priority=", 9) == 0) {
+            s.data = value[i].data + 9;
+            s.len = value[i].len - 9;
+
+            n = ngx_atoi(s.data, s.len);
+            if (n == NGX_ERROR || n > 1000000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid priority \"%V\" of connection "
+                                   "\"%V\": expected 0..1000000",
+                                   &s, &c->id);
+                return NGX_CONF_ERROR;
+            }
+
+            c->priority = n;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "weight=", 7) == 0) {
+            s.data = value[i].data + 7;
+            s.len = value[i].len - 7;
+
+            n = ngx_atoi(s.data, s.len);
+            if (n == NGX_ERROR || n < 1 || n > 1000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid weight \"%V\" of connection "
+                                   "\"%V\": expected 1..1000", &s, &c->id);
+                return NGX_CONF_ERROR;
+            }
+
+            c->weight = n;
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\" of connection \"%V\"",
+                           &value[i], &c->id);
+        return NGX_CONF_ERROR;
+    }
+
+    if (c->provider_name.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "connection \"%V\" has no \"provider=\" parameter",
+                           &c->id);
+        return NGX_CONF_ERROR;
+    }
+
+    if (key_env.len && key_file.len) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "connection \"%V\" has both \"key_env=\" and "
+                           "\"key_file=\"", &c->id);
+        return NGX_CONF_ERROR;
+    }
+
+    if (key_env.len) {
+        /* config strings are NUL-terminated */
+        env = (u_char *) getenv((char *) key_env.data);
+
+        if (env == NULL || *env == '\0') {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "connection \"%V\": environment variable "
+                               "\"%V\" is not set or empty",
+                               &c->id, &key_env);
+            return NGX_CONF_ERROR;
+        }
+
+        c->credential.len = ngx_strlen(env);
+        c->credential.data = ngx_pstrdup(cf->pool, &c->credential);
+        if (c->credential.data == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        ngx_memcpy(c->credential.data, env, c->credential.len);
+
+    } else if (key_file.len) {
+        if (ngx_omniroute_load_key_file(cf, &key_file, &c->credential)
+            != NGX_OK)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "connection \"%V\": cannot use key file "
+                               "\"%V\"", &c->id, &key_file);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    for (i = 0; i < c->credential.len; i++) {
+        if (c->credential.data[i] < 0x21 || c->credential.data[i] == 0x7f) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "connection \"%V\": the credential contains "
+                               "whitespace or control characters", &c->id);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_load_key_file(ngx_conf_t *cf, ngx_str_t *path, ngx_str_t *key)
+{
+    u_char           *p, *last;
+    ssize_t           n;
+    ngx_fd_t          fd;
+    ngx_str_t         name;
+    ngx_file_t        file;
+    ngx_file_info_t   fi;
+
+    name = *path;
+
+    if (ngx_conf_full_name(cf->cycle, &name, 1) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    fd = ngx_open_file(name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+    if (fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           ngx_open_file_n " \"%s\" failed", name.data);
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(&file, sizeof(ngx_file_t));
+    file.fd = fd;
+    file.name = name;
+    file.log = cf->log;
+
+    if (ngx_fd_info(fd, &fi) == NGX_FILE_ERROR
+        || ngx_file_size(&fi) > NGX_OMNIROUTE_KEY_MAX)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "key file \"%s\" is unreadable or larger than "
+                           "%d bytes", name.data, NGX_OMNIROUTE_KEY_MAX);
+        ngx_close_file(fd);
+        return NGX_ERROR;
+    }
+
+    p = ngx_pnalloc(cf->pool, ngx_file_size(&fi) + 1);
+    if (p == NULL) {
+        ngx_close_file(fd);
+        return NGX_ERROR;
+    }
+
+    n = ngx_read_file(&file, p, ngx_file_size(&fi), 0);
+
+    ngx_close_file(fd);
+
+    if (n == NGX_ERROR) {
+        return NGX_ERROR;
+    }
+
+    last = p + n;
+
+    while (last > p && (last[-1] == '\n' || last[-1] == '\r'
+                        || last[-1] == ' ' || last[-1] == '\t'))
+    {
+        last--;
+    }
+
+    while (p < last && (*p == ' ' || *p == '\t')) {
+        p++;
+    }
+
+    if (p == last) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "key file \"%s\" is empty", name.data);
+        return NGX_ERROR;
+    }
+
+    key->data = p;
+    key->len = last - p;
+
+    return NGX_OK;
+}
+
+
+char *
+ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_omniroute_main_conf_t *omcf = conf;
+
+    ngx_str_t               *value;
+    ngx_uint_t               i;
+    ngx_omniroute_model_t   *m;
+    ngx_omniroute_target_t  *t;
+
+    value = cf->args->elts;
+
+    if (ngx_omniroute_valid_model(&value[1]) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid model name \"%V\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_omniroute_find_model(omcf, &value[1]) != NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "duplicate model or combo \"%V\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    m = ngx_array_push(&omcf->models);
+    if (m == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memzero(m, sizeof(ngx_omniroute_model_t));
+
+    m->name = value[1];
+    m->combo = cmd->offset;
+    ngx_str_set(&m->strategy, "priority");
+
+    if (ngx_array_init(&m->targets, cf->pool, cf->args->nelts,
+                       sizeof(ngx_omniroute_target_t))
+        != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (m->combo && ngx_strncmp(value[i].data, "strategy=", 9) == 0) {
+            m->strategy.data = value[i].data + 9;
+            m->strategy.len = value[i].len - 9;
+
+            if (m->strategy.len != 8
+                || ngx_strncmp(m->strategy.data, "priority", 8) != 0)
+            {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "unsupported strategy \"%V\" of combo "
+                                   "\"%V\": this version supports "
+                                   "\"priority\"", &m->strategy, &m->name);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        t = ngx_array_push(&m->targets);
+        if (t == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        /* "provider/model" or an alias; resolved in init_main_conf */
+        t->provider = NGX_CONF_UNSET_UINT;
+        t->model = value[i];
+    }
+
+    if (m->targets.nelts == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "combo \"%V\" has no targets", &m->name);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+char *
+ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_omniroute_loc_conf_t *olcf = conf;
+
+    ngx_str_t                 *value;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    if (olcf->pass_uri.data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (cf->args->nelts == 2) {
+        if (value[1].len < 2 || value[1].data[0] != '/') {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid attempt location \"%V\": expected "
+                               "an internal location URI such as "
+                               "\"/_omniroute\"", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+
+        olcf->pass_uri = value[1];
+
+    } else {
+        ngx_str_set(&olcf->pass_uri, NGX_OMNIROUTE_DEFAULT_PASS_URI);
+    }
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+
+    clcf->handler = ngx_omniroute_handler;
+
+#if (NGX_PCRE)
+    if (clcf->regex == NULL)
+#endif
+    {
+        olcf->prefix = clcf->name;
+
+        while (olcf->prefix.len
+               && olcf->prefix.data[olcf->prefix.len - 1] == '/')
+        {
+            olcf->prefix.len--;
+        }
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+char *
+ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_omniroute_main_conf_t *omcf = conf;
+
+    u_char                      *slash;
+    ngx_int_t                    pi;
+    ngx_str_t                    pname;
+    ngx_uint_t                   i, j, k;
+    ngx_omniroute_model_t       *m, *alias;
+    ngx_omniroute_target_t      *t, *at;
+    ngx_omniroute_provider_t    *p;
+    ngx_omniroute_connection_t  *c;
+
+    p = omcf->providers.elts;
+    c = omcf->connections.elts;
+
+    for (i = 0; i < omcf->connections.nelts; i++) {
+        pi = ngx_omniroute_find_provider(omcf, &c[i].provider_name);
+
+        if (pi == NGX_ERROR) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "connection \"%V\" names unknown provider "
+                               "\"%V\"", &c[i].id, &c[i].provider_name);
+            return NGX_CONF_ERROR;
+        }
+
+        c[i].provider = pi;
+
+        if (p[pi].auth != NGX_OMNIROUTE_AUTH_NONE
+            && c[i].credential.len == 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "connection \"%V\" needs \"key_env=\" or "
+                               "\"key_file=\": provider \"%V\" sends a "
+                               "credential", &c[i].id, &p[pi].name);
+            return NGX_CONF_ERROR;
+        }
+
+        if (ngx_omniroute_build_auth_value(cf, &p[pi], &c[i]) != NGX_OK) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    m = omcf->models.elts;
+
+    /* pass 1: direct "provider/model" targets */
+
+    for (i = 0; i < omcf->models.nelts; i++) {
+        t = m[i].targets.elts;
+
+        for (j = 0; j < m[i].targets.nelts; j++) {
+            slash = ngx_strlchr(t[j].model.data,
+                                t[j].model.data + t[j].model.len, '/');
+            if (slash == NULL) {
+                continue;
+            }
+
+            pname.data = t[j].model.data;
+            pname.len = slash - t[j].model.data;
+
+            pi = ngx_omniroute_find_provider(omcf, &pname);
+            if (pi == NGX_ERROR) {
+                continue;
+            }
+
+            if (slash + 1 == t[j].model.data + t[j].model.len) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "target \"%V\" of \"%V\" has an empty "
+                                   "model name", &t[j].model, &m[i].name);
+                return NGX_CONF_ERROR;
+            }
+
+            t[j].provider = pi;
+            t[j].model.len -= slash + 1 - t[j].model.data;
+            t[j].model.data = slash + 1;
+        }
+    }
+
+    /* pass 2: combo targets naming an alias take the alias's target */
+
+    for (i = 0; i < omcf->models.nelts; i++) {
+        t = m[i].targets.elts;
+
+        for (j = 0; j < m[i].targets.nelts; j++) {
+            if (t[j].provider != NGX_CONF_UNSET_UINT) {
+                continue;
+            }
+
+            alias = ngx_omniroute_find_model(omcf, &t[j].model);
+
+            if (alias == NULL || alias == &m[i] || alias->combo) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "target \"%V\" of \"%V\" is neither "
+                                   "\"provider/model\" with a declared "
+                                   "provider nor a model alias",
+                                   &t[j].model, &m[i].name);
+                return NGX_CONF_ERROR;
+            }
+
+            at = alias->targets.elts;
+
+            for (k = 0; k < alias->targets.nelts; k++) {
+                if (at[k].provider == NGX_CONF_UNSET_UINT) {
+                    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                       "target \"%V\" of \"%V\" names an "
+                                       "alias of an alias", &t[j].model,
+                                       &m[i].name);
+                    return NGX_CONF_ERROR;
+                }
+            }
+
+            t[j] = at[0];
+        }
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_build_auth_value(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
+    ngx_omniroute_connection_t *c)
+{
+    u_char  *d;
+
+    switch (p->auth) {
+
+    case NGX_OMNIROUTE_AUTH_BEARER:
+        c->auth_value.len = sizeof("Bearer ") - 1 + c->credential.len;
+        c->auth_value.data = ngx_pnalloc(cf->pool, c->auth_value.len);
+        if (c->auth_value.data == NULL) {
+            return NGX_ERROR;
+        }
+
+        d = ngx_cpymem(c->auth_value.data, "Bearer ", sizeof("Bearer ") - 1);
+        ngx_memcpy(d, c->credential.data, c->credential.len);
+        break;
+
+    case NGX_OMNIROUTE_AUTH_NONE:
+        ngx_str_null(&c->auth_value);
+        break;
+
+    default: /* x-api-key, named header: the bare credential */
+        c->auth_value = c->credential;
+        break;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_find_provider(ngx_omniroute_main_conf_t *omcf, ngx_str_t *name)
+{
+    ngx_uint_t                 i;
+    ngx_omniroute_provider_t  *p;
+
+    p = omcf->providers.elts;
+
+    for (i = 0; i < omcf->providers.nelts; i++) {
+        if (p[i].name.len == name->len
+            && ngx_strncmp(p[i].name.data, name->data, name->len) == 0)
+        {
+            return i;
+        }
+    }
+
+    return NGX_ERROR;
+}
+
+
+static ngx_omniroute_model_t *
+ngx_omniroute_find_model(ngx_omniroute_main_conf_t *omcf, ngx_str_t *name)
+{
+    ngx_uint_t              i;
+    ngx_omniroute_model_t  *m;
+
+    m = omcf->models.elts;
+
+    for (i = 0; i < omcf->models.nelts; i++) {
+        if (m[i].name.len == name->len
+            && ngx_strncmp(m[i].name.data, name->data, name->len) == 0)
+        {
+            return &m[i];
+        }
+    }
+
+    return NULL;
+}
+
+
+static ngx_int_t
+ngx_omniroute_valid_name(ngx_str_t *name)
+{
+    u_char      ch;
+    ngx_uint_t  i;
+
+    if (name->len == 0 || name->len > 128) {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < name->len; i++) {
+        ch = name->data[i];
+
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')
+            || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_'
+            || ch == '.')
+        {
+            continue;
+        }
+
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_valid_token(ngx_str_t *name)
+{
+    u_char      ch;
+    ngx_uint_t  i;
+
+    if (name->len == 0 || name->len > 256) {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < name->len; i++) {
+        ch = name->data[i];
+
+        if (ch <= 0x20 || ch >= 0x7f || ch == '"' || ch == ':'
+            || ch == '(' || ch == ')' || ch == ',' || ch == ';'
+            || ch == '<' || ch == '>' || ch == '@' || ch == '['
+            || ch == ']' || ch == '{' || ch == '}' || ch == '\\'
+            || ch == '=' || ch == '?')
+        {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_valid_model(ngx_str_t *name)
+{
+    u_char      ch;
+    ngx_uint_t  i;
+
+    if (name->len == 0 || name->len > 256) {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < name->len; i++) {
+        ch = name->data[i];
+
+        if (ch <= 0x20 || ch >= 0x7f || ch == '"' || ch == '\\') {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}

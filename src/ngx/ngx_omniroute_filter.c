@@ -1,0 +1,171 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * Header and body filters that see each attempt's response (a subrequest
+ * of the client request).  An error response that may fall over is held:
+ * its header is not sent and its body is collected (bounded) instead of
+ * being written.  Any other response is committed: its status and headers
+ * become the client's and its body streams through untouched.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute.h"
+
+
+static ngx_int_t ngx_omniroute_header_filter(ngx_http_request_t *r);
+static ngx_int_t ngx_omniroute_body_filter(ngx_http_request_t *r,
+    ngx_chain_t *in);
+static ngx_int_t ngx_omniroute_commit(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+
+
+static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
+static ngx_http_output_body_filter_pt    ngx_http_next_body_filter;
+
+
+ngx_int_t
+ngx_omniroute_filter_init(ngx_conf_t *cf)
+{
+    ngx_http_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_omniroute_header_filter;
+
+    ngx_http_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = ngx_omniroute_body_filter;
+
+    return NGX_OK;
+}
+
+
+/* the running attempt whose subrequest is r, or NULL */
+
+ngx_omniroute_attempt_t *
+ngx_omniroute_attempt_of(ngx_http_request_t *r, ngx_omniroute_ctx_t **pctx)
+{
+    ngx_omniroute_ctx_t  *ctx;
+
+    if (r == r->main) {
+        return NULL;
+    }
+
+    ctx = ngx_http_get_module_ctx(r->main, ngx_http_omniroute_module);
+
+    if (ctx == NULL || ctx->current == NULL || ctx->current->sr != r) {
+        return NULL;
+    }
+
+    if (pctx) {
+        *pctx = ctx;
+    }
+
+    return ctx->current;
+}
+
+
+static ngx_int_t
+ngx_omniroute_header_filter(ngx_http_request_t *r)
+{
+    ngx_omniroute_ctx_t      *ctx;
+    ngx_omniroute_attempt_t  *a;
+
+    a = ngx_omniroute_attempt_of(r, &ctx);
+
+    if (a == NULL || a->header_seen) {
+        return ngx_http_next_header_filter(r);
+    }
+
+    a->header_seen = 1;
+    a->status = r->headers_out.status;
+
+    if (a->status >= NGX_HTTP_BAD_REQUEST
+        && ngx_omniroute_may_fall_over(ctx, a))
+    {
+        a->state = NGX_OMNIROUTE_ATTEMPT_HELD;
+        ctx->last_held = a;
+
+        a->body = ngx_create_temp_buf(r->pool, ctx->lcf->error_body_max);
+        if (a->body == NULL) {
+            return NGX_ERROR;
+        }
+
+        r->filter_need_in_memory = 1;
+        r->header_sent = 1;
+
+        return NGX_OK;
+    }
+
+    return ngx_omniroute_commit(r, ctx);
+}
+
+
+static ngx_int_t
+ngx_omniroute_commit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    ngx_int_t                 rc;
+    ngx_http_request_t       *mr;
+    ngx_omniroute_attempt_t  *a;
+
+    mr = r->main;
+    a = ctx->current;
+
+    a->state = NGX_OMNIROUTE_ATTEMPT_COMMITTED;
+
+    if (ngx_omniroute_copy_response_headers(mr, r) != NGX_OK
+        || ngx_omniroute_add_route_headers(mr, ctx) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    rc = ngx_http_send_header(mr);
+
+    if (rc == NGX_ERROR || rc > NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    return ngx_http_next_header_filter(r);
+}
+
+
+static ngx_int_t
+ngx_omniroute_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    size_t                    n;
+    ngx_buf_t                *b, *body;
+    ngx_chain_t              *cl;
+    ngx_omniroute_attempt_t  *a;
+
+    a = ngx_omniroute_attempt_of(r, NULL);
+
+    if (a == NULL || a->state != NGX_OMNIROUTE_ATTEMPT_HELD) {
+        return ngx_http_next_body_filter(r, in);
+    }
+
+    body = a->body;
+
+    for (cl = in; cl; cl = cl->next) {
+        b = cl->buf;
+
+        if (ngx_buf_in_memory(b)) {
+            n = ngx_min((size_t) (b->last - b->pos),
+                        (size_t) (body->end - body->last));
+
+            body->last = ngx_cpymem(body->last, b->pos, n);
+
+            if (n < (size_t) (b->last - b->pos)) {
+                a->truncated = 1;
+            }
+
+            b->pos = b->last;
+        }
+
+        if (b->in_file) {
+            b->file_pos = b->file_last;
+        }
+    }
+
+    return NGX_OK;
+}

@@ -1,0 +1,1141 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * The client-facing request: omniroute_pass content handler, body read and
+ * JSON parse, model resolution, and the attempt loop.  Each attempt is a
+ * subrequest to the internal attempt location, which proxies it with the
+ * values of the attempt (see DESIGN §2 and docs/architecture.md).
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute.h"
+
+
+static void ngx_omniroute_body_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_omniroute_read_body(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_parse_body(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_plan(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_reject(ngx_omniroute_ctx_t *ctx,
+    ngx_uint_t status, const char *code, const char *message);
+static void ngx_omniroute_json_cleanup(void *data);
+static ngx_int_t ngx_omniroute_start_attempt(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_attempt_body(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_target_t *t);
+static ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
+static ngx_int_t ngx_omniroute_attempt_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
+static ngx_uint_t ngx_omniroute_is_private_header(ngx_table_elt_t *h,
+    ngx_omniroute_provider_t *p);
+static ngx_int_t ngx_omniroute_attempt_done(ngx_http_request_t *sr,
+    void *data, ngx_int_t rc);
+static void ngx_omniroute_parent_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_omniroute_send_held(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+static ngx_int_t ngx_omniroute_send_transport_error(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+
+
+static ngx_str_t  ngx_omniroute_json_type = ngx_string("application/json");
+
+
+ngx_int_t
+ngx_omniroute_handler(ngx_http_request_t *r)
+{
+    ngx_int_t                  rc;
+    ngx_omniroute_ctx_t       *ctx;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    if (r != r->main) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (r->method != NGX_HTTP_POST) {
+        rc = ngx_http_discard_request_body(r);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+        return ngx_omniroute_send_error(r, NGX_HTTP_NOT_ALLOWED,
+                                        "invalid_request_error",
+                                        "method_not_allowed",
+                                        "only POST is supported here");
+    }
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    if (clcf->client_max_body_size
+        && r->headers_in.content_length_n > clcf->client_max_body_size)
+    {
+        r->lingering_close = 1;
+
+        rc = ngx_http_discard_request_body(r);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+        return ngx_omniroute_send_error(r, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE,
+                                        "invalid_request_error",
+                                        "request_too_large",
+                                        "the request body exceeds "
+                                        "client_max_body_size");
+    }
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+
+    ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
+
+    r->request_body_in_single_buf = 1;
+
+    rc = ngx_http_read_client_request_body(r, ngx_omniroute_body_handler);
+
+    if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
+        return rc;
+    }
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_omniroute_body_handler(ngx_http_request_t *r)
+{
+    ngx_int_t             rc;
+    ngx_omniroute_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    if (r->request_body == NULL) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    rc = ngx_omniroute_read_body(r, ctx);
+    if (rc != NGX_OK) {
+        ngx_http_finalize_request(r, rc);
+        return;
+    }
+
+    rc = ngx_omniroute_parse_body(r, ctx);
+
+    if (rc == NGX_OK) {
+        rc = ngx_omniroute_plan(r, ctx);
+    }
+
+    if (rc != NGX_OK) {
+        if (ctx->error_code) {
+            rc = ngx_omniroute_send_error(r, rc, "invalid_request_error",
+                                          ctx->error_code,
+                                          ctx->error_message);
+        }
+
+        ngx_http_finalize_request(r, rc);
+        return;
+    }
+
+    r->write_event_handler = ngx_omniroute_parent_handler;
+
+    if (ngx_omniroute_start_attempt(r, ctx) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+}
+
+
+/* the client body as one contiguous string (memory or temp file parts) */
+
+static ngx_int_t
+ngx_omniroute_read_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    u_char       *p;
+    size_t        len;
+    ssize_t       n;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    len = 0;
+
+    for (cl = r->request_body->bufs; cl; cl = cl->next) {
+        b = cl->buf;
+        len += b->in_file ? (size_t) (b->file_last - b->file_pos)
+                          : (size_t) (b->last - b->pos);
+    }
+
+    if (len == 0) {
+        ngx_str_null(&ctx->body);
+        return NGX_OK;
+    }
+
+    cl = r->request_body->bufs;
+
+    if (cl->next == NULL && !cl->buf->in_file) {
+        ctx->body.data = cl->buf->pos;
+        ctx->body.len = len;
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(r->pool, len);
+    if (p == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->body.data = p;
+    ctx->body.len = len;
+
+    for ( /* void */ ; cl; cl = cl->next) {
+        b = cl->buf;
+
+        if (!b->in_file) {
+            p = ngx_cpymem(p, b->pos, b->last - b->pos);
+            continue;
+        }
+
+        n = ngx_read_file(b->file, p, b->file_last - b->file_pos,
+                          b->file_pos);
+        if (n != b->file_last - b->file_pos) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        p += n;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_parse_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    u_char              *p;
+    json_t              *root, *model;
+    json_error_t         err;
+    ngx_pool_cleanup_t  *cln;
+
+    if (ctx->body.len == 0) {
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
+                                        "invalid_json",
+                                        "the request body is empty; "
+                                        "expected a JSON object");
+    }
+
+    root = json_loadb((const char *) ctx->body.data, ctx->body.len,
+                      JSON_REJECT_DUPLICATES, &err);
+
+    if (root == NULL) {
+        p = ngx_pnalloc(r->pool, 200);
+        if (p == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ngx_snprintf(p, 200, "the request body is not valid JSON: %s "
+                     "(at byte %d)%Z", err.text, err.position);
+
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
+                                        "invalid_json", (char *) p);
+    }
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        json_decref(root);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    cln->handler = ngx_omniroute_json_cleanup;
+    cln->data = root;
+    ctx->json = root;
+
+    if (!json_is_object(root)) {
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
+                                        "invalid_json",
+                                        "the request body must be a JSON "
+                                        "object");
+    }
+
+    model = json_object_get(root, "model");
+
+    if (model == NULL) {
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
+                                        "missing_model",
+                                        "the request body has no \"model\"");
+    }
+
+    if (!json_is_string(model) || json_string_length(model) == 0) {
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
+                                        "invalid_model",
+                                        "\"model\" must be a non-empty "
+                                        "string");
+    }
+
+    ctx->model.data = (u_char *) json_string_value(model);
+    ctx->model.len = json_string_length(model);
+
+    return NGX_OK;
+}
+
+
+/* a client error, answered by the body handler */
+
+static ngx_int_t
+ngx_omniroute_reject(ngx_omniroute_ctx_t *ctx, ngx_uint_t status,
+    const char *code, const char *message)
+{
+    ctx->error_code = code;
+    ctx->error_message = message;
+
+    return status;
+}
+
+
+static void
+ngx_omniroute_json_cleanup(void *data)
+{
+    json_decref((json_t *) data);
+}
+
+
+/*
+ * Candidates: for each target of the model in order, the provider's
+ * connections by ascending priority (declaration order breaks ties).
+ */
+
+static ngx_int_t
+ngx_omniroute_plan(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    u_char                      *msg, *slash;
+    ngx_str_t                    pname;
+    ngx_uint_t                   i, j, k, l, n;
+    ngx_omniroute_model_t       *m, *model;
+    ngx_omniroute_target_t      *t, *targets, direct;
+    ngx_omniroute_provider_t    *p;
+    ngx_omniroute_candidate_t   *cand, tmp;
+    ngx_omniroute_connection_t  *c;
+    ngx_omniroute_main_conf_t   *omcf;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    model = NULL;
+    m = omcf->models.elts;
+
+    for (i = 0; i < omcf->models.nelts; i++) {
+        if (m[i].name.len == ctx->model.len
+            && ngx_strncmp(m[i].name.data, ctx->model.data, ctx->model.len)
+               == 0)
+        {
+            model = &m[i];
+            break;
+        }
+    }
+
+    p = omcf->providers.elts;
+
+    if (model) {
+        targets = model->targets.elts;
+        n = model->targets.nelts;
+
+    } else {
+        /* "provider/model" names a declared provider directly */
+
+        slash = ngx_strlchr(ctx->model.data, ctx->model.data + ctx->model.len,
+                            '/');
+        n = 0;
+        targets = &direct;
+
+        if (slash && slash + 1 < ctx->model.data + ctx->model.len) {
+            pname.data = ctx->model.data;
+            pname.len = slash - ctx->model.data;
+
+            for (i = 0; i < omcf->providers.nelts; i++) {
+                if (p[i].name.len == pname.len
+                    && ngx_strncmp(p[i].name.data, pname.data, pname.len)
+                       == 0)
+                {
+                    direct.provider = i;
+                    direct.model.data = slash + 1;
+                    direct.model.len = ctx->model.data + ctx->model.len
+                                       - direct.model.data;
+                    n = 1;
+                    break;
+                }
+            }
+        }
+
+        if (n == 0) {
+            msg = ngx_pnalloc(r->pool, ctx->model.len + 64);
+            if (msg == NULL) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
+
+            ngx_sprintf(msg, "the model \"%V\" does not exist%Z",
+                        &ctx->model);
+
+            return ngx_omniroute_reject(ctx, NGX_HTTP_NOT_FOUND,
+                                            "model_not_found", (char *) msg);
+        }
+
+        t = ngx_palloc(r->pool, sizeof(ngx_omniroute_target_t));
+        if (t == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        *t = direct;
+        targets = t;
+    }
+
+    if (ngx_array_init(&ctx->candidates, r->pool, 4,
+                       sizeof(ngx_omniroute_candidate_t))
+        != NGX_OK
+        || ngx_array_init(&ctx->attempts, r->pool, 2,
+                          sizeof(ngx_omniroute_attempt_t))
+           != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    c = omcf->connections.elts;
+
+    for (i = 0; i < n; i++) {
+        t = &targets[i];
+        k = ctx->candidates.nelts;
+
+        for (j = 0; j < omcf->connections.nelts; j++) {
+            if (c[j].provider != t->provider) {
+                continue;
+            }
+
+            cand = ngx_array_push(&ctx->candidates);
+            if (cand == NULL) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
+
+            cand->conn = &c[j];
+            cand->provider = &p[t->provider];
+            cand->target = t;
+        }
+
+        /* stable insertion sort of this target's connections by priority */
+
+        cand = ctx->candidates.elts;
+
+        for (j = k + 1; j < ctx->candidates.nelts; j++) {
+            tmp = cand[j];
+
+            for (l = j; l > k && cand[l - 1].conn->priority
+                                 > tmp.conn->priority; l--)
+            {
+                cand[l] = cand[l - 1];
+            }
+
+            cand[l] = tmp;
+        }
+    }
+
+    if (ctx->candidates.nelts == 0) {
+        return ngx_omniroute_reject(ctx, NGX_HTTP_NOT_FOUND,
+                                        "no_executable_targets",
+                                        "no connection serves this model");
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    ngx_http_request_t            *sr;
+    ngx_http_request_body_t       *rb;
+    ngx_omniroute_attempt_t       *a;
+    ngx_omniroute_candidate_t     *cand;
+
+    cand = (ngx_omniroute_candidate_t *) ctx->candidates.elts + ctx->next++;
+
+    if (ngx_omniroute_attempt_body(r, ctx, cand->target) != NGX_OK
+        || ngx_omniroute_attempt_url(r, ctx, cand->provider) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    a = ngx_array_push(&ctx->attempts);
+    if (a == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(a, sizeof(ngx_omniroute_attempt_t));
+    a->cand = cand;
+    ctx->current = a;
+
+    ctx->ps.handler = ngx_omniroute_attempt_done;
+    ctx->ps.data = ctx;
+
+    if (ngx_http_subrequest(r, &ctx->lcf->pass_uri, NULL, &sr, &ctx->ps, 0)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    a->sr = sr;
+
+    sr->method = r->method;
+    sr->method_name = r->method_name;
+
+    rb = ngx_pcalloc(r->pool, sizeof(ngx_http_request_body_t));
+    if (rb == NULL) {
+        return NGX_ERROR;
+    }
+
+    rb->bufs = ngx_alloc_chain_link(r->pool);
+    if (rb->bufs == NULL) {
+        return NGX_ERROR;
+    }
+
+    rb->bufs->buf = ngx_calloc_buf(r->pool);
+    if (rb->bufs->buf == NULL) {
+        return NGX_ERROR;
+    }
+
+    rb->bufs->next = NULL;
+    rb->bufs->buf->memory = 1;
+    rb->bufs->buf->last_buf = 1;
+    rb->bufs->buf->start = ctx->sent_body.data;
+    rb->bufs->buf->pos = ctx->sent_body.data;
+    rb->bufs->buf->last = ctx->sent_body.data + ctx->sent_body.len;
+    rb->bufs->buf->end = rb->bufs->buf->last;
+    rb->rest = 0;
+
+    sr->request_body = rb;
+
+    return ngx_omniroute_attempt_headers(r, sr, cand);
+}
+
+
+/* the client body with the target's upstream model; reused when unchanged */
+
+static ngx_int_t
+ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_target_t *t)
+{
+    char    *text;
+    size_t   len;
+
+    if (ctx->sent_body.data
+        && ctx->sent_model.len == t->model.len
+        && ngx_strncmp(ctx->sent_model.data, t->model.data, t->model.len)
+           == 0)
+    {
+        return NGX_OK;
+    }
+
+    ctx->sent_model = t->model;
+
+    if (t->model.len == ctx->model.len
+        && ngx_strncmp(t->model.data, ctx->model.data, t->model.len) == 0)
+    {
+        ctx->sent_body = ctx->body;
+        return NGX_OK;
+    }
+
+    /* ctx->model points into the JSON tree: copy before replacing it */
+
+    ctx->model.data = ngx_pstrdup(r->pool, &ctx->model);
+    if (ctx->model.data == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (json_object_set_new(ctx->json, "model",
+                            json_stringn((const char *) t->model.data,
+                                         t->model.len))
+        != 0)
+    {
+        return NGX_ERROR;
+    }
+
+    len = json_dumpb(ctx->json, NULL, 0, JSON_COMPACT|JSON_PRESERVE_ORDER);
+    if (len == 0) {
+        return NGX_ERROR;
+    }
+
+    text = ngx_pnalloc(r->pool, len);
+    if (text == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (json_dumpb(ctx->json, text, len, JSON_COMPACT|JSON_PRESERVE_ORDER)
+        != len)
+    {
+        return NGX_ERROR;
+    }
+
+    ctx->sent_body.data = (u_char *) text;
+    ctx->sent_body.len = len;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The provider URL plus what follows the omniroute_pass location prefix,
+ * plus the query string: like proxy_pass with a URI part.
+ */
+
+static ngx_int_t
+ngx_omniroute_attempt_url(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_provider_t *p)
+{
+    u_char     *d;
+    size_t      len;
+    ngx_str_t   tail;
+    uintptr_t   escape;
+
+    tail = r->uri;
+
+    if (ctx->lcf->prefix.len
+        && tail.len >= ctx->lcf->prefix.len
+        && ngx_strncmp(tail.data, ctx->lcf->prefix.data, ctx->lcf->prefix.len)
+           == 0)
+    {
+        tail.data += ctx->lcf->prefix.len;
+        tail.len -= ctx->lcf->prefix.len;
+    }
+
+    escape = 2 * ngx_escape_uri(NULL, tail.data, tail.len, NGX_ESCAPE_URI);
+
+    len = p->url.len + 1 + tail.len + escape
+          + (r->args.len ? 1 + r->args.len : 0);
+
+    d = ngx_pnalloc(r->pool, len);
+    if (d == NULL) {
+        return NGX_ERROR;
+    }
+
+    ctx->upstream_url.data = d;
+
+    d = ngx_cpymem(d, p->url.data, p->url.len);
+
+    if (tail.len == 0 || tail.data[0] != '/') {
+        *d++ = '/';
+    }
+
+    if (escape) {
+        d = (u_char *) ngx_escape_uri(d, tail.data, tail.len, NGX_ESCAPE_URI);
+
+    } else {
+        d = ngx_cpymem(d, tail.data, tail.len);
+    }
+
+    if (r->args.len) {
+        *d++ = '?';
+        d = ngx_cpymem(d, r->args.data, r->args.len);
+    }
+
+    ctx->upstream_url.len = d - ctx->upstream_url.data;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The attempt's request headers: the client's, minus its gateway key,
+ * session and lease headers and hop-by-hop headers, plus the connection's
+ * credential and the provider's fixed headers.
+ */
+
+static ngx_int_t
+ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
+    ngx_omniroute_candidate_t *cand)
+{
+    ngx_uint_t                 i;
+    ngx_list_part_t           *part;
+    ngx_table_elt_t           *h, *nh;
+    ngx_omniroute_header_t    *ph;
+    ngx_omniroute_provider_t  *p;
+
+    p = cand->provider;
+
+    if (ngx_list_init(&sr->headers_in.headers, r->pool, 20,
+                      sizeof(ngx_table_elt_t))
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].hash == 0
+            || ngx_omniroute_is_private_header(&h[i], p))
+        {
+            continue;
+        }
+
+        nh = ngx_list_push(&sr->headers_in.headers);
+        if (nh == NULL) {
+            return NGX_ERROR;
+        }
+
+        *nh = h[i];
+    }
+
+    if (p->auth != NGX_OMNIROUTE_AUTH_NONE) {
+        nh = ngx_list_push(&sr->headers_in.headers);
+        if (nh == NULL) {
+            return NGX_ERROR;
+        }
+
+        nh->hash = p->auth_hash;
+        nh->key = p->auth_header;
+        nh->lowcase_key = p->auth_lowcase;
+        nh->value = cand->conn->auth_value;
+    }
+
+    ph = p->headers.elts;
+
+    for (i = 0; i < p->headers.nelts; i++) {
+        nh = ngx_list_push(&sr->headers_in.headers);
+        if (nh == NULL) {
+            return NGX_ERROR;
+        }
+
+        nh->hash = ph[i].hash;
+        nh->key = ph[i].name;
+        nh->lowcase_key = ph[i].lowcase_key;
+        nh->value = ph[i].value;
+    }
+
+    sr->headers_in.content_length_n = sr->request_body->bufs->buf->last
+                                      - sr->request_body->bufs->buf->pos;
+    sr->headers_in.content_length = NULL;
+    sr->headers_in.chunked = 0;
+    sr->headers_in.authorization = NULL;
+
+    return NGX_OK;
+}
+
+
+#define ngx_omniroute_hdr_is(h, s)                                           \
+    ((h)->key.len == sizeof(s) - 1                                           \
+     && ngx_strncmp((h)->lowcase_key, s, sizeof(s) - 1) == 0)
+
+
+static ngx_uint_t
+ngx_omniroute_is_private_header(ngx_table_elt_t *h,
+    ngx_omniroute_provider_t *p)
+{
+    ngx_uint_t               i;
+    ngx_omniroute_header_t  *ph;
+
+    if (h->key.len >= sizeof("x-omniroute-") - 1
+        && ngx_strncmp(h->lowcase_key, "x-omniroute-",
+                       sizeof("x-omniroute-") - 1) == 0)
+    {
+        /* x-omniroute-session, X-OmniRoute-Lease-* and the like */
+        return 1;
+    }
+
+    if (ngx_omniroute_hdr_is(h, "authorization")
+        || ngx_omniroute_hdr_is(h, "proxy-authorization")
+        || ngx_omniroute_hdr_is(h, "x-api-key")
+        || ngx_omniroute_hdr_is(h, "x-session-id")
+        || ngx_omniroute_hdr_is(h, "x-codex-session-id")
+        || ngx_omniroute_hdr_is(h, "content-length")
+        || ngx_omniroute_hdr_is(h, "transfer-encoding")
+        || ngx_omniroute_hdr_is(h, "accept-encoding")
+        || ngx_omniroute_hdr_is(h, "cookie"))
+    {
+        return 1;
+    }
+
+    if (p->auth_header.len == h->key.len
+        && ngx_strncmp(h->lowcase_key, p->auth_lowcase, h->key.len) == 0)
+    {
+        return 1;
+    }
+
+    ph = p->headers.elts;
+
+    for (i = 0; i < p->headers.nelts; i++) {
+        if (ph[i].name.len == h->key.len
+            && ngx_strncmp(h->lowcase_key, ph[i].lowcase_key, h->key.len)
+               == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/* post-subrequest handler: the attempt is over; the parent decides next */
+
+static ngx_int_t
+ngx_omniroute_attempt_done(ngx_http_request_t *sr, void *data, ngx_int_t rc)
+{
+    ngx_omniroute_ctx_t *ctx = data;
+
+    ngx_omniroute_attempt_t  *a;
+
+    a = ctx->current;
+
+    if (a == NULL || a->sr != sr || a->done) {
+        return rc;
+    }
+
+    a->done = 1;
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
+                   "omniroute attempt done: rc:%i state:%d status:%ui",
+                   rc, a->state, a->status);
+
+    if (sr->connection->error) {
+        return rc;
+    }
+
+    switch (a->state) {
+
+    case NGX_OMNIROUTE_ATTEMPT_COMMITTED:
+        return rc;
+
+    case NGX_OMNIROUTE_ATTEMPT_HELD:
+        return NGX_OK;
+
+    default:
+        /* no response header: connect error, reset or timeout */
+        a->state = NGX_OMNIROUTE_ATTEMPT_TRANSPORT;
+        a->status = (rc == NGX_HTTP_GATEWAY_TIME_OUT)
+                    ? NGX_HTTP_GATEWAY_TIME_OUT : NGX_HTTP_BAD_GATEWAY;
+        return NGX_OK;
+    }
+}
+
+
+/* the main request's write handler, woken when an attempt is finalized */
+
+static void
+ngx_omniroute_parent_handler(ngx_http_request_t *r)
+{
+    ngx_int_t                 rc;
+    ngx_omniroute_ctx_t      *ctx;
+    ngx_omniroute_attempt_t  *a;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    if (ctx == NULL || ctx->current == NULL || !ctx->current->done) {
+        return;
+    }
+
+    a = ctx->current;
+
+    if (a->state == NGX_OMNIROUTE_ATTEMPT_COMMITTED) {
+        ctx->current = NULL;
+        rc = ngx_http_send_special(r, NGX_HTTP_LAST);
+        ngx_http_finalize_request(r, rc);
+        return;
+    }
+
+    if (ngx_omniroute_may_fall_over(ctx, a)) {
+        if (ngx_omniroute_start_attempt(r, ctx) == NGX_OK) {
+            return;
+        }
+
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ctx->current = NULL;
+
+    if (ctx->last_held) {
+        rc = ngx_omniroute_send_held(r, ctx, ctx->last_held);
+
+    } else {
+        rc = ngx_omniroute_send_transport_error(r, ctx, a);
+    }
+
+    ngx_http_finalize_request(r, rc);
+}
+
+
+ngx_uint_t
+ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a)
+{
+    if (ctx->next >= ctx->candidates.nelts
+        || ctx->attempts.nelts >= (ngx_uint_t) ctx->lcf->max_attempts)
+    {
+        return 0;
+    }
+
+    return a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT
+           || a->status >= NGX_HTTP_INTERNAL_SERVER_ERROR
+           || a->status == NGX_HTTP_TOO_MANY_REQUESTS;
+}
+
+
+/* every attempt failed: the client gets the latest held provider error */
+
+static ngx_int_t
+ngx_omniroute_send_held(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a)
+{
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    if (ngx_omniroute_copy_response_headers(r, a->sr) != NGX_OK
+        || ngx_omniroute_add_route_headers(r, ctx) != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b = a->body;
+
+    r->headers_out.content_length_n = b ? b->last - b->pos : 0;
+
+    if (b == NULL || b->last == b->pos) {
+        r->header_only = 1;
+    }
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+static ngx_int_t
+ngx_omniroute_send_transport_error(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a)
+{
+    if (ngx_omniroute_add_route_headers(r, ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (a->status == NGX_HTTP_GATEWAY_TIME_OUT) {
+        return ngx_omniroute_send_error(r, NGX_HTTP_GATEWAY_TIME_OUT,
+                                        "upstream_error", "upstream_timeout",
+                                        "the provider did not respond in "
+                                        "time");
+    }
+
+    return ngx_omniroute_send_error(r, NGX_HTTP_BAD_GATEWAY,
+                                    "upstream_error", "upstream_unavailable",
+                                    "the provider could not be reached");
+}
+
+
+/* X-OmniRoute-Connection and X-OmniRoute-Attempts on the main response */
+
+ngx_int_t
+ngx_omniroute_add_route_headers(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx)
+{
+    u_char                   *p;
+    ngx_str_t                 name, value;
+    ngx_omniroute_attempt_t  *a;
+
+    if (ctx->attempts.nelts == 0) {
+        return NGX_OK;
+    }
+
+    a = (ngx_omniroute_attempt_t *) ctx->attempts.elts
+        + ctx->attempts.nelts - 1;
+
+    if (ctx->last_held && a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT) {
+        a = ctx->last_held;
+    }
+
+    ngx_str_set(&name, "X-OmniRoute-Connection");
+
+    if (ngx_omniroute_add_header(r, &name, &a->cand->conn->id) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    value.data = p;
+    value.len = ngx_sprintf(p, "%ui", ctx->attempts.nelts) - p;
+
+    ngx_str_set(&name, "X-OmniRoute-Attempts");
+
+    return ngx_omniroute_add_header(r, &name, &value);
+}
+
+
+ngx_int_t
+ngx_omniroute_add_header(ngx_http_request_t *r, ngx_str_t *name,
+    ngx_str_t *value)
+{
+    ngx_table_elt_t  *h;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = 1;
+    h->key = *name;
+    h->value = *value;
+    h->lowcase_key = NULL;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The response of attempt sr becomes the client's: status and headers are
+ * copied into a fresh list of r (list parts must not be shared).
+ */
+
+ngx_int_t
+ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr)
+{
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h, *nh;
+
+    r->headers_out.status = sr->headers_out.status;
+    r->headers_out.status_line = sr->headers_out.status_line;
+    r->headers_out.content_type = sr->headers_out.content_type;
+    r->headers_out.content_type_len = sr->headers_out.content_type_len;
+    r->headers_out.content_type_lowcase = NULL;
+    r->headers_out.charset = sr->headers_out.charset;
+    r->headers_out.content_length_n = sr->headers_out.content_length_n;
+    r->headers_out.content_length = NULL;
+    r->headers_out.last_modified_time = -1;
+    r->headers_out.last_modified = NULL;
+
+    part = &sr->headers_out.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].hash == 0) {
+            continue;
+        }
+
+        nh = ngx_list_push(&r->headers_out.headers);
+        if (nh == NULL) {
+            return NGX_ERROR;
+        }
+
+        *nh = h[i];
+    }
+
+    return NGX_OK;
+}
+
+
+/* an error in the OpenAI shape: {"error":{"message","type","code"}} */
+
+ngx_int_t
+ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *code, const char *message)
+{
+    char         *text;
+    size_t        len;
+    json_t       *doc;
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    doc = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", message,
+                    "type", type, "code", code);
+    if (doc == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    len = json_dumpb(doc, NULL, 0, JSON_COMPACT);
+
+    text = (len > 0) ? ngx_pnalloc(r->pool, len + 1) : NULL;
+
+    if (text == NULL || json_dumpb(doc, text, len, JSON_COMPACT) != len) {
+        json_decref(doc);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    json_decref(doc);
+
+    text[len++] = '\n';
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b->pos = (u_char *) text;
+    b->last = (u_char *) text + len;
+    b->memory = 1;
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    r->headers_out.status = status;
+    r->headers_out.status_line.len = 0;
+    r->headers_out.content_type = ngx_omniroute_json_type;
+    r->headers_out.content_type_len = ngx_omniroute_json_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+    r->headers_out.content_length_n = len;
+
+    if (r->headers_out.content_length) {
+        r->headers_out.content_length->hash = 0;
+        r->headers_out.content_length = NULL;
+    }
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
