@@ -1,0 +1,388 @@
+package OmniTest;
+
+# Integration-test harness for ngx_omniroute, in the style of nginx-tests:
+# a temporary prefix per test file, free loopback ports, the distro nginx
+# with load_module and 2 worker processes, raw HTTP clients (including one
+# that reads a streamed response chunk by chunk), and an error.log check
+# that fails the test on [alert], [emerg], [crit], crashed workers and
+# sanitizer reports.  Core Perl only.
+
+use strict;
+use warnings;
+
+use Cwd qw(abs_path);
+use File::Basename qw(dirname basename);
+use File::Path qw(make_path remove_tree);
+use IO::Select;
+use IO::Socket::INET;
+use JSON::PP;
+use POSIX qw(WNOHANG);
+use Socket qw(SOL_SOCKET SO_LINGER);
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+our $ROOT = abs_path(dirname(__FILE__) . '/../..');
+our $NGINX = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
+our $MODULE = $ENV{TEST_OMNIROUTE_MODULE}
+    || "$ROOT/build/nginx/ngx_http_omniroute_module.so";
+
+my %used_ports;
+
+sub new {
+    my ($class, %opt) = @_;
+
+    my $name = basename($0, '.t');
+    my $dir = "$ROOT/t/tmp/$name.$$";
+    remove_tree($dir);
+    make_path("$dir/logs", "$dir/tmp");
+
+    my $self = bless {
+        dir => $dir,
+        ports => {},
+        workers => $opt{workers} || 2,
+        mocks => [],
+        started => 0,
+    }, $class;
+
+    return $self;
+}
+
+sub dir { $_[0]{dir} }
+
+# a free loopback TCP port, stable per name for this test file
+sub port {
+    my ($self, $n) = @_;
+
+    return $self->{ports}{$n} if $self->{ports}{$n};
+
+    for (1 .. 100) {
+        my $s = IO::Socket::INET->new(
+            LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 1,
+            ReuseAddr => 0, Proto => 'tcp') or next;
+        my $p = $s->sockport;
+        close $s;
+        next if $used_ports{$p}++;
+        return $self->{ports}{$n} = $p;
+    }
+
+    die "no free port";
+}
+
+sub write_file {
+    my ($self, $name, $content) = @_;
+    my $path = $name =~ m{^/} ? $name : "$self->{dir}/$name";
+    open my $fh, '>', $path or die "$path: $!";
+    print $fh $content;
+    close $fh;
+    return $path;
+}
+
+# %%PORT_name%%, %%TESTDIR%% and %%MODULE%% are expanded
+sub expand {
+    my ($self, $text) = @_;
+    $text =~ s/%%PORT_(\w+)%%/$self->port($1)/ge;
+    $text =~ s/%%TESTDIR%%/$self->{dir}/g;
+    $text =~ s/%%MODULE%%/$MODULE/g;
+    $text =~ s/%%PARAMS%%/$ROOT\/conf.d\/omniroute_params/g;
+    return $text;
+}
+
+# the http {} body of a test configuration; the harness adds the rest
+sub config {
+    my ($self, $http, %opt) = @_;
+
+    my $d = $self->{dir};
+    my $w = $opt{workers} || $self->{workers};
+    my $main = $opt{main} || '';
+
+    my $conf = <<"EOF";
+load_module $MODULE;
+worker_processes $w;
+error_log $d/logs/error.log info;
+pid $d/nginx.pid;
+$main
+
+events {
+    worker_connections 1024;
+}
+
+http {
+    access_log $d/logs/access.log;
+    client_body_temp_path $d/tmp/body;
+    proxy_temp_path $d/tmp/proxy;
+    fastcgi_temp_path $d/tmp/fastcgi;
+    uwsgi_temp_path $d/tmp/uwsgi;
+    scgi_temp_path $d/tmp/scgi;
+
+$http
+}
+EOF
+
+    $self->write_file('nginx.conf', $self->expand($conf));
+    return $self;
+}
+
+# nginx -t; returns (exit code, combined output)
+sub test_config {
+    my ($self) = @_;
+    my $d = $self->{dir};
+    my $out = `$NGINX -p $d/ -c $d/nginx.conf -e $d/logs/error.log -t 2>&1`;
+    return ($? >> 8, $out);
+}
+
+sub run {
+    my ($self, @wait_ports) = @_;
+    my $d = $self->{dir};
+
+    my $out = `$NGINX -p $d/ -c $d/nginx.conf -e $d/logs/error.log 2>&1`;
+    if ($? != 0) {
+        BAIL_OUT("nginx failed to start: $out");
+    }
+
+    $self->{started} = 1;
+
+    for my $p (@wait_ports) {
+        $self->wait_port($p) or BAIL_OUT("nginx is not listening on $p");
+    }
+
+    return $self;
+}
+
+sub reload {
+    my ($self) = @_;
+    my $d = $self->{dir};
+    my $pid = $self->master_pid;
+    kill 'HUP', $pid;
+    # the new workers are started when the master logs "start worker"
+    sleep(0.5);
+    return $self;
+}
+
+sub master_pid {
+    my ($self) = @_;
+    open my $fh, '<', "$self->{dir}/nginx.pid" or return undef;
+    my $pid = <$fh>;
+    chomp $pid;
+    return $pid;
+}
+
+sub wait_port {
+    my ($self, $port) = @_;
+    for (1 .. 100) {
+        my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port");
+        return 1 if $s;
+        sleep(0.05);
+    }
+    return 0;
+}
+
+sub stop {
+    my ($self) = @_;
+
+    if ($self->{started}) {
+        my $pid = $self->master_pid;
+        if ($pid) {
+            kill 'QUIT', $pid;
+            for (1 .. 100) {
+                last unless kill 0, $pid;
+                sleep(0.05);
+            }
+            kill 'KILL', $pid if kill 0, $pid;
+        }
+        $self->{started} = 0;
+    }
+
+    $_->stop for @{$self->{mocks}};
+    $self->{mocks} = [];
+}
+
+sub read_file {
+    my ($self, $name) = @_;
+    my $path = $name =~ m{^/} ? $name : "$self->{dir}/$name";
+    open my $fh, '<', $path or return '';
+    local $/;
+    return scalar <$fh>;
+}
+
+sub error_log { $_[0]->read_file('logs/error.log') }
+
+# fails on what must never appear in error.log
+sub check_error_log {
+    my ($self) = @_;
+    my $log = $self->error_log;
+    my @bad = grep { /\[(alert|emerg|crit)\]|exited on signal|AddressSanitizer|runtime error:|LeakSanitizer/ }
+        split /\n/, $log;
+    ok(!@bad, 'error.log has no alert, emerg, crit, crash or sanitizer report')
+        or diag(join("\n", @bad[0 .. ($#bad > 9 ? 9 : $#bad)]));
+}
+
+# stop nginx and the mocks, then check error.log; call at the end
+sub done {
+    my ($self) = @_;
+    $self->stop;
+    $self->check_error_log;
+    remove_tree($self->{dir}) unless $ENV{TEST_NGINX_LEAVE};
+}
+
+sub DESTROY {
+    my ($self) = @_;
+    local $?;
+    $self->stop;
+}
+
+###########################################################################
+# HTTP clients
+
+# one raw request; returns { status, headers (lowercase => value or
+# arrayref when repeated), body (de-chunked), raw }
+sub http {
+    my ($self, $port, $raw, %opt) = @_;
+
+    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
+                                  Timeout => 5)
+        or return { status => 0, error => "connect: $!" };
+
+    $s->autoflush(1);
+    print $s $raw;
+
+    my $buf = '';
+    my $sel = IO::Select->new($s);
+    my $deadline = time + ($opt{timeout} || 10);
+
+    while (time < $deadline) {
+        last unless $sel->can_read($deadline - time);
+        my $n = sysread($s, $buf, 65536, length $buf);
+        last unless $n;
+    }
+
+    close $s;
+    return parse_response($buf);
+}
+
+sub parse_response {
+    my ($buf) = @_;
+
+    my ($head, $body) = split /\r\n\r\n/, $buf, 2;
+    $head //= '';
+    $body //= '';
+
+    my @lines = split /\r\n/, $head;
+    my $status_line = shift @lines // '';
+    my ($status) = $status_line =~ m{^HTTP/\d\.\d (\d+)};
+
+    my %h;
+    for (@lines) {
+        my ($k, $v) = /^([^:]+):\s*(.*)$/ or next;
+        $k = lc $k;
+        if (exists $h{$k}) {
+            $h{$k} = [ref $h{$k} ? @{$h{$k}} : $h{$k}, $v];
+        } else {
+            $h{$k} = $v;
+        }
+    }
+
+    if (($h{'transfer-encoding'} // '') =~ /chunked/i) {
+        $body = dechunk($body);
+    }
+
+    return { status => $status || 0, status_line => $status_line,
+             headers => \%h, body => $body, raw => $buf };
+}
+
+sub dechunk {
+    my ($in) = @_;
+    my $out = '';
+    while ($in =~ s/^([0-9a-fA-F]+)[^\r\n]*\r\n//) {
+        my $len = hex $1;
+        last if $len == 0;
+        $out .= substr($in, 0, $len, '');
+        $in =~ s/^\r\n//;
+    }
+    return $out;
+}
+
+sub request_text {
+    my ($method, $path, $body, %headers) = @_;
+    $body //= '';
+    my $r = "$method $path HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n";
+    my $has_len = 0;
+    for my $k (sort keys %headers) {
+        my @v = ref $headers{$k} ? @{$headers{$k}} : ($headers{$k});
+        $r .= "$k: $_\r\n" for @v;
+        $has_len = 1 if lc $k eq 'content-length' or lc $k eq 'transfer-encoding';
+    }
+    $r .= "Content-Length: " . length($body) . "\r\n"
+        if !$has_len && ($method ne 'GET' || length $body);
+    return "$r\r\n$body";
+}
+
+# POST a body (a string, or a hash/array encoded as JSON)
+sub post {
+    my ($self, $port, $path, $body, %headers) = @_;
+    $body = encode_json($body) if ref $body;
+    $headers{'Content-Type'} //= 'application/json';
+    return $self->http($port, request_text('POST', $path, $body, %headers));
+}
+
+sub get {
+    my ($self, $port, $path, %headers) = @_;
+    return $self->http($port, request_text('GET', $path, undef, %headers));
+}
+
+# POST and read the response incrementally: returns { parsed response,
+# chunks => [[seconds since request, bytes], ...] }
+sub post_stream {
+    my ($self, $port, $path, $body, %headers) = @_;
+    $body = encode_json($body) if ref $body;
+    $headers{'Content-Type'} //= 'application/json';
+
+    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
+                                  Timeout => 5) or die "connect: $!";
+    $s->autoflush(1);
+
+    my $t0 = time;
+    print $s request_text('POST', $path, $body, %headers);
+
+    my (@chunks, $buf);
+    $buf = '';
+    my $sel = IO::Select->new($s);
+    my $deadline = $t0 + 20;
+
+    while (time < $deadline) {
+        last unless $sel->can_read($deadline - time);
+        my $data = '';
+        my $n = sysread($s, $data, 65536);
+        last unless $n;
+        push @chunks, [time - $t0, $data];
+        $buf .= $data;
+    }
+
+    close $s;
+    my $res = parse_response($buf);
+    $res->{chunks} = \@chunks;
+    $res->{total_time} = time - $t0;
+    return $res;
+}
+
+sub json {
+    my ($res) = @_;
+    my $doc = eval { decode_json($res->{body}) };
+    return $doc;
+}
+
+###########################################################################
+# mock providers
+
+sub mock {
+    my ($self, $name) = @_;
+    require MockProvider;
+    my $m = MockProvider->new(
+        name => $name, port => $self->port("mock_$name"),
+        log => "$self->{dir}/mock-$name.log",
+        control => "$self->{dir}/mock-$name.behavior");
+    $m->start;
+    push @{$self->{mocks}}, $m;
+    return $m;
+}
+
+1;
