@@ -129,6 +129,7 @@ typedef struct {
     ngx_omniroute_attempt_t      *last_held;    /* latest held error */
     ngx_str_t                     upstream_url; /* of the current attempt */
     ngx_http_post_subrequest_t    ps;
+    ngx_buf_t                    *error_page;   /* JSON for an nginx page */
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
 } ngx_omniroute_ctx_t;
@@ -148,8 +149,6 @@ char *ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf);
 
 /* request path (ngx_omniroute_request.c) */
 ngx_int_t ngx_omniroute_handler(ngx_http_request_t *r);
-ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *code, const char *message);
 ngx_int_t ngx_omniroute_add_header(ngx_http_request_t *r, ngx_str_t *name,
     ngx_str_t *value);
 ngx_int_t ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
@@ -158,6 +157,11 @@ ngx_int_t ngx_omniroute_add_route_headers(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a);
+
+/* JSON errors (ngx_omniroute_error.c) */
+ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
+ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *code, const char *message);
 
 /* attempt filters (ngx_omniroute_filter.c) */
 ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);

@@ -577,7 +577,7 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         }
 
         c->credential.len = ngx_strlen(env);
-        c->credential.data = ngx_pstrdup(cf->pool, &c->credential);
+        c->credential.data = ngx_pnalloc(cf->pool, c->credential.len);
         if (c->credential.data == NULL) {
             return NGX_CONF_ERROR;
         }

@@ -22,6 +22,8 @@ static ngx_int_t ngx_omniroute_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 static ngx_int_t ngx_omniroute_commit(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_error_page_filter(ngx_http_request_t *r,
+    ngx_chain_t *in);
 
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
@@ -69,8 +71,22 @@ ngx_omniroute_attempt_of(ngx_http_request_t *r, ngx_omniroute_ctx_t **pctx)
 static ngx_int_t
 ngx_omniroute_header_filter(ngx_http_request_t *r)
 {
-    ngx_omniroute_ctx_t      *ctx;
-    ngx_omniroute_attempt_t  *a;
+    ngx_omniroute_ctx_t       *ctx;
+    ngx_omniroute_attempt_t   *a;
+    ngx_omniroute_loc_conf_t  *olcf;
+
+    if (r == r->main) {
+        olcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+
+        if (r->err_status >= NGX_HTTP_BAD_REQUEST
+            && olcf->pass_uri.len
+            && ngx_omniroute_json_error_page(r) != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        return ngx_http_next_header_filter(r);
+    }
 
     a = ngx_omniroute_attempt_of(r, &ctx);
 
@@ -138,6 +154,10 @@ ngx_omniroute_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     ngx_chain_t              *cl;
     ngx_omniroute_attempt_t  *a;
 
+    if (r == r->main) {
+        return ngx_omniroute_error_page_filter(r, in);
+    }
+
     a = ngx_omniroute_attempt_of(r, NULL);
 
     if (a == NULL || a->state != NGX_OMNIROUTE_ATTEMPT_HELD) {
@@ -168,4 +188,43 @@ ngx_omniroute_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     }
 
     return NGX_OK;
+}
+
+
+/* nginx's HTML error page is swallowed and the JSON error sent instead */
+
+static ngx_int_t
+ngx_omniroute_error_page_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    ngx_uint_t            last;
+    ngx_chain_t          *cl, out;
+    ngx_omniroute_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    if (ctx == NULL || ctx->error_page == NULL) {
+        return ngx_http_next_body_filter(r, in);
+    }
+
+    last = 0;
+
+    for (cl = in; cl; cl = cl->next) {
+        cl->buf->pos = cl->buf->last;
+        cl->buf->file_pos = cl->buf->file_last;
+
+        if (cl->buf->last_buf) {
+            last = 1;
+        }
+    }
+
+    if (!last) {
+        return NGX_OK;
+    }
+
+    out.buf = ctx->error_page;
+    out.next = NULL;
+
+    ctx->error_page = NULL;
+
+    return ngx_http_next_body_filter(r, &out);
 }

@@ -45,15 +45,11 @@ static ngx_int_t ngx_omniroute_send_transport_error(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 
 
-static ngx_str_t  ngx_omniroute_json_type = ngx_string("application/json");
-
-
 ngx_int_t
 ngx_omniroute_handler(ngx_http_request_t *r)
 {
-    ngx_int_t                  rc;
-    ngx_omniroute_ctx_t       *ctx;
-    ngx_http_core_loc_conf_t  *clcf;
+    ngx_int_t             rc;
+    ngx_omniroute_ctx_t  *ctx;
 
     if (r != r->main) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -65,29 +61,8 @@ ngx_omniroute_handler(ngx_http_request_t *r)
             return rc;
         }
 
-        return ngx_omniroute_send_error(r, NGX_HTTP_NOT_ALLOWED,
-                                        "invalid_request_error",
-                                        "method_not_allowed",
-                                        "only POST is supported here");
-    }
-
-    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
-
-    if (clcf->client_max_body_size
-        && r->headers_in.content_length_n > clcf->client_max_body_size)
-    {
-        r->lingering_close = 1;
-
-        rc = ngx_http_discard_request_body(r);
-        if (rc != NGX_OK) {
-            return rc;
-        }
-
-        return ngx_omniroute_send_error(r, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE,
-                                        "invalid_request_error",
-                                        "request_too_large",
-                                        "the request body exceeds "
-                                        "client_max_body_size");
+        /* answered as JSON by ngx_omniroute_json_error_page() */
+        return NGX_HTTP_NOT_ALLOWED;
     }
 
     ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
@@ -1070,72 +1045,4 @@ ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
     }
 
     return NGX_OK;
-}
-
-
-/* an error in the OpenAI shape: {"error":{"message","type","code"}} */
-
-ngx_int_t
-ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *code, const char *message)
-{
-    char         *text;
-    size_t        len;
-    json_t       *doc;
-    ngx_int_t     rc;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
-
-    doc = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", message,
-                    "type", type, "code", code);
-    if (doc == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    len = json_dumpb(doc, NULL, 0, JSON_COMPACT);
-
-    text = (len > 0) ? ngx_pnalloc(r->pool, len + 1) : NULL;
-
-    if (text == NULL || json_dumpb(doc, text, len, JSON_COMPACT) != len) {
-        json_decref(doc);
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    json_decref(doc);
-
-    text[len++] = '\n';
-
-    b = ngx_calloc_buf(r->pool);
-    if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    b->pos = (u_char *) text;
-    b->last = (u_char *) text + len;
-    b->memory = 1;
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
-
-    r->headers_out.status = status;
-    r->headers_out.status_line.len = 0;
-    r->headers_out.content_type = ngx_omniroute_json_type;
-    r->headers_out.content_type_len = ngx_omniroute_json_type.len;
-    r->headers_out.content_type_lowcase = NULL;
-    r->headers_out.content_length_n = len;
-
-    if (r->headers_out.content_length) {
-        r->headers_out.content_length->hash = 0;
-        r->headers_out.content_length = NULL;
-    }
-
-    rc = ngx_http_send_header(r);
-
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_output_filter(r, &out);
 }

@@ -102,7 +102,8 @@ sub set_behavior {
 sub requests {
     my ($self) = @_;
     open my $fh, '<', $self->{log} or return [];
-    my @r = map { decode_json($_) } grep { /\S/ } <$fh>;
+    my $j = JSON::PP->new->ascii;
+    my @r = map { $j->decode($_) } grep { /\S/ } <$fh>;
     return \@r;
 }
 
@@ -159,7 +160,7 @@ sub record {
     my ($self, $req) = @_;
     open my $fh, '>>', $self->{log} or die $!;
     flock($fh, LOCK_EX);
-    print $fh JSON::PP->new->canonical->encode($req), "\n";
+    print $fh JSON::PP->new->canonical->ascii->encode($req), "\n";
     close $fh;
 }
 
@@ -220,7 +221,8 @@ sub respond {
         syswrite($c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                      . "Cache-Control: no-cache\r\nConnection: close\r\n\r\n");
         for my $i (1 .. $o{sse}) {
-            my $ev = encode_json({ id => "chunk-$i", model => $model,
+            my $ev = JSON::PP->new->canonical->encode({
+                id => "chunk-$i", model => $model,
                 choices => [{ delta => { content => "part $i " } }] });
             syswrite($c, "data: $ev\n\n") or return 0;
             sleep($gap);
