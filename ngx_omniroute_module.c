@@ -22,9 +22,12 @@ static char *ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 
 
-static ngx_conf_num_bounds_t  ngx_omniroute_attempts_bounds = {
-    ngx_conf_check_num_bounds, 1, 100
-};
+static char *ngx_omniroute_check_attempts(ngx_conf_t *cf, void *post,
+    void *data);
+
+
+static ngx_conf_post_handler_pt  ngx_omniroute_attempts_post =
+    ngx_omniroute_check_attempts;
 
 
 static ngx_command_t  ngx_omniroute_commands[] = {
@@ -76,7 +79,7 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       ngx_conf_set_num_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_omniroute_loc_conf_t, max_attempts),
-      &ngx_omniroute_attempts_bounds },
+      &ngx_omniroute_attempts_post },
 
     { ngx_string("omniroute_error_body_buffer_size"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -207,6 +210,22 @@ ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"omniroute_error_body_buffer_size\" must be "
                            "at least 1k");
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_omniroute_check_attempts(ngx_conf_t *cf, void *post, void *data)
+{
+    ngx_int_t  *np = data;
+
+    if (*np < 1 || *np > 100) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%i\" of \"omniroute_max_attempts\": "
+                           "must be between 1 and 100", *np);
         return NGX_CONF_ERROR;
     }
 

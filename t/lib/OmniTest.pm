@@ -126,7 +126,7 @@ EOF
 sub test_config {
     my ($self) = @_;
     my $d = $self->{dir};
-    my $out = `$NGINX -p $d/ -c $d/nginx.conf -e $d/logs/error.log -t 2>&1`;
+    my $out = `$NGINX -p $d/ -c $d/nginx.conf -e $d/logs/config-test.log -t 2>&1`;
     return ($? >> 8, $out);
 }
 
