@@ -9,7 +9,6 @@
  */
 
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "or_test.h"
@@ -51,6 +50,8 @@ static void test_cb_laws(void);
 static void test_cb_rules(void);
 
 
+static int                coarse;    /* whole-second clock this round */
+
 static const or_reason_e  cd_reasons[] = {
     OR_REASON_RATE_LIMIT_EXCEEDED,
     OR_REASON_RATE_LIMIT_EXCEEDED,
@@ -73,11 +74,8 @@ static const or_reason_e  cd_reasons[] = {
 
 
 int
-main(int argc, char **argv)
+main(void)
 {
-    (void) argv;
-    (void) argc;
-
     test_cd_laws();
     test_cd_duplicates();
     test_cd_burst();
@@ -148,8 +146,16 @@ cd_event(rng_t *r, const or_cooldown_conf_t *conf, or_conn_state_t *st,
     or_msec_t     start;
     or_verdict_t  v;
 
-    *now += rnd_msec(r, rnd_below(r, 2) ? 3 * SEC : 5 * MIN);
-    start = *now - rnd_msec(r, rnd_below(r, 2) ? 200 : 20 * SEC);
+    if (coarse) {
+        /* whole seconds: nodes often record at the very same ms */
+        *now += SEC * (or_msec_t) rnd_below(r, 3);
+        start = *now - SEC * (or_msec_t) rnd_below(r, 3);
+
+    } else {
+        *now += rnd_msec(r, rnd_below(r, 2) ? 3 * SEC : 5 * MIN);
+        start = *now - rnd_msec(r, rnd_below(r, 2) ? 200 : 20 * SEC);
+    }
+
     k = rnd_below(r, 100);
 
     if (k < 12) {
@@ -203,6 +209,7 @@ test_cd_laws(void)
     memset(&zero, 0, sizeof(zero));
 
     for (i = 0; i < ITERS; i++) {
+        coarse = (i & 1);
         cd_conf(&r, &conf);
 
         /* a shared history, then three nodes diverge */
@@ -279,6 +286,7 @@ test_cd_duplicates(void)
     memset(&zero, 0, sizeof(zero));
 
     for (i = 0; i < ITERS; i++) {
+        coarse = (i & 1);
         cd_conf(&r, &conf);
         t = T0;
         cd_state(&r, &conf, &zero, &s, &t, (int) rnd_below(&r, 15));
@@ -494,8 +502,15 @@ cb_event(rng_t *r, const or_breaker_conf_t *conf, or_breaker_t *cb,
     unsigned   k;
     or_msec_t  start;
 
-    *now += rnd_msec(r, rnd_below(r, 2) ? 2 * SEC : 3 * MIN);
-    start = *now - rnd_msec(r, rnd_below(r, 2) ? 100 : 90 * SEC);
+    if (coarse) {
+        *now += SEC * (or_msec_t) rnd_below(r, 3);
+        start = *now - SEC * (or_msec_t) rnd_below(r, 3);
+
+    } else {
+        *now += rnd_msec(r, rnd_below(r, 2) ? 2 * SEC : 3 * MIN);
+        start = *now - rnd_msec(r, rnd_below(r, 2) ? 100 : 90 * SEC);
+    }
+
     k = rnd_below(r, 100);
 
     if (k < 50) {
@@ -546,6 +561,7 @@ test_cb_laws(void)
     memset(&zero, 0, sizeof(zero));
 
     for (i = 0; i < ITERS; i++) {
+        coarse = (i & 1);
         or_breaker_conf_init(&conf);
         conf.gate_enabled = (int32_t) rnd_below(&r, 2);
         or_breaker_conf_fill(&conf, (or_kind_e) rnd_below(&r, 3));
