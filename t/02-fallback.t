@@ -35,6 +35,11 @@ $t->config(<<'EOF');
 
     omniroute_combo smart alpha/gpt-up beta/claude-up;
 
+    log_format omni '$status model=$omniroute_model '
+                    'conn=$omniroute_connection provider=$omniroute_provider '
+                    'up=$omniroute_upstream_model tries=$omniroute_attempts';
+    access_log %%TESTDIR%%/logs/omni.log omni;
+
     server {
         listen 127.0.0.1:%%PORT_gw%%;
 
@@ -123,6 +128,15 @@ is($r->{status}, 200, 'provider/model names a target directly');
 is(OmniTest::json($r)->{model}, 'direct-model',
    'with the model after the slash');
 is($m->requests->[0]{path}, '/beta/v1/chat/completions', 'at beta\'s path');
+
+# R-REQ-7 the module variables in an access log line
+my @log = split /\n/, $t->read_file('logs/omni.log');
+is($log[0], '200 model=smart conn=b1 provider=beta up=claude-up tries=3',
+   'R-REQ-7 variables: the fallback request');
+is($log[1], '529 model=smart conn=b1 provider=beta up=claude-up tries=3',
+   'R-REQ-7 variables: the all-failed request');
+is($log[3], '200 model=beta/direct-model conn=b1 provider=beta '
+   . 'up=direct-model tries=1', 'R-REQ-7 variables: a direct target');
 
 $t->done;
 done_testing;

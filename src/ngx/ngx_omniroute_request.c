@@ -255,8 +255,15 @@ ngx_omniroute_parse_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                                         "string");
     }
 
-    ctx->model.data = (u_char *) json_string_value(model);
+    /* a pool copy: the JSON string is replaced when the model is rewritten */
+
     ctx->model.len = json_string_length(model);
+    ctx->model.data = ngx_pnalloc(r->pool, ctx->model.len);
+    if (ctx->model.data == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ngx_memcpy(ctx->model.data, json_string_value(model), ctx->model.len);
 
     return NGX_OK;
 }
@@ -521,13 +528,6 @@ ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     {
         ctx->sent_body = ctx->body;
         return NGX_OK;
-    }
-
-    /* ctx->model points into the JSON tree: copy before replacing it */
-
-    ctx->model.data = ngx_pstrdup(r->pool, &ctx->model);
-    if (ctx->model.data == NULL) {
-        return NGX_ERROR;
     }
 
     if (json_object_set_new(ctx->json, "model",

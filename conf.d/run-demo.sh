@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Start the demo gateway in the foreground: nginx with conf.d/demo.conf on
+# 127.0.0.1:8080 and three local demo providers.  Ctrl-C stops it.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+prefix="$root/build/demo"
+
+mkdir -p "$prefix"/{keys,tmp,logs}
+printf 'sk-demo-flaky\n'  > "$prefix/keys/flaky-1"
+printf 'sk-demo-steady\n' > "$prefix/keys/steady-1"
+printf 'sk-demo-claude\n' > "$prefix/keys/claude-1"
+
+sed -e "s|%%ROOT%%|$root|g" -e "s|%%PREFIX%%|$prefix|g" \
+    "$root/conf.d/demo.conf" > "$prefix/nginx.conf"
+
+nginx -p "$prefix/" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log" -t \
+    >/dev/null
+
+cat <<'MSG'
+ngx_omniroute demo on http://127.0.0.1:8080  (Ctrl-C to stop)
+
+Fallback: "smart" tries flaky (always 503), then steady, in one request:
+
+  curl -si http://127.0.0.1:8080/v1/chat/completions \
+       -H 'Authorization: Bearer my-gateway-key' \
+       -d '{"model":"smart","messages":[{"role":"user","content":"hi"}]}'
+
+  -> 200 from steady, with X-OmniRoute-Connection: steady-1 and
+     X-OmniRoute-Attempts: 2 (your gateway key is not forwarded; steady
+     sees its own key sk-demo-steady).
+
+An alias rewritten to the upstream model name:
+
+  curl -s http://127.0.0.1:8080/v1/chat/completions -d '{"model":"gpt-4o"}'
+
+A provider directly, with its x-api-key and anthropic-version headers:
+
+  curl -s http://127.0.0.1:8080/v1/messages -d '{"model":"claude/claude-sonnet-4"}'
+
+Errors are JSON in the OpenAI shape:
+
+  curl -s http://127.0.0.1:8080/v1/chat/completions -d '{"model":"nope"}'
+
+MSG
+
+exec nginx -p "$prefix/" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log"
