@@ -129,7 +129,9 @@ is(OmniTest::json($r)->{model}, 'direct-model',
    'with the model after the slash');
 is($m->requests->[0]{path}, '/beta/v1/chat/completions', 'at beta\'s path');
 
-# R-REQ-7 the module variables in an access log line
+# R-REQ-7 the module variables in an access log line (written after the
+# response: stop nginx first so every line is there)
+$t->stop;
 my @log = split /\n/, $t->read_file('logs/omni.log');
 is($log[0], '200 model=smart conn=b1 provider=beta up=claude-up tries=3',
    'R-REQ-7 variables: the fallback request');

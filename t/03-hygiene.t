@@ -126,6 +126,7 @@ is(JSON::PP::decode_json($m->requests->[3]{body})->{model}, 'llama3:8b',
    'direct target: the upstream model is the part after the provider');
 
 # credentials never appear in the logs
+$t->stop;
 my $logs = $t->read_file('logs/error.log') . $t->read_file('logs/access.log');
 unlike($logs, qr/sk-alpha-1|az-secret-1/, 'R-CONF-6 no credential in the logs');
 

@@ -23,6 +23,7 @@
 #define OR_HINT_EPOCH_S     ((uint64_t) 1000000000)          /* 2001 */
 #define OR_HINT_EPOCH_MS    ((uint64_t) 1000000000000)       /* 2001 */
 #define OR_HINT_RK_BASE     ((uint64_t) 0x100000001b3)
+#define OR_HINT_SHORT_TEXT  256     /* plain scan below this */
 
 
 typedef struct {
@@ -42,6 +43,8 @@ static unsigned or_hint_lc(unsigned char c);
 static int or_hint_is_digit(const char *p, const char *end);
 static int or_hint_is_alpha(unsigned char c);
 static int or_hint_eq_ci(const char *a, const char *b, size_t len);
+static const char *or_hint_search_rk(const char *hay, size_t hlen,
+    const char *needle, size_t nlen);
 static void or_hint_trim(const char **pp, const char **endp);
 static const char *or_hint_skip_sp(const char *p, const char *end);
 static int or_hint_num(const char **pp, const char *end, or_hint_num_t *n);
@@ -183,21 +186,21 @@ or_hint_eq_ci(const char *a, const char *b, size_t len)
 }
 
 
-const char *
-or_memcasemem(const char *hay, size_t hlen, const char *needle, size_t nlen)
+/*
+ * Rabin-Karp over case-folded bytes: linear, the fallback that bounds
+ * or_memcasemem() on adversarial input.  Unsigned overflow wraps.
+ */
+
+static const char *
+or_hint_search_rk(const char *hay, size_t hlen, const char *needle,
+    size_t nlen)
 {
     size_t    i;
     uint64_t  hn, hh, pw;
 
-    if (nlen == 0) {
-        return hay;
-    }
-
-    if (hay == NULL || needle == NULL || hlen < nlen) {
+    if (hlen < nlen) {
         return NULL;
     }
-
-    /* Rabin-Karp over case-folded bytes; unsigned overflow wraps */
 
     hn = 0;
     hh = 0;
@@ -225,6 +228,92 @@ or_memcasemem(const char *hay, size_t hlen, const char *needle, size_t nlen)
         hh = (hh - or_hint_lc((unsigned char) hay[i]) * pw) * OR_HINT_RK_BASE
              + or_hint_lc((unsigned char) hay[i + nlen]);
     }
+}
+
+
+/*
+ * Short texts: a plain scan.  Long texts: Horspool on folded bytes
+ * (sublinear on natural text); when its work exceeds a linear budget
+ * (periodic, adversarial text) the rest is searched by Rabin-Karp, so the
+ * whole search stays O(hlen + nlen).
+ */
+
+const char *
+or_memcasemem(const char *hay, size_t hlen, const char *needle, size_t nlen)
+{
+    size_t    i, j, work, budget;
+    unsigned  first, last, c;
+    uint16_t  shift[256];
+
+    if (nlen == 0) {
+        return hay;
+    }
+
+    if (hay == NULL || needle == NULL || hlen < nlen) {
+        return NULL;
+    }
+
+    if (nlen > 0xffff) {
+        return or_hint_search_rk(hay, hlen, needle, nlen);
+    }
+
+    if (hlen < OR_HINT_SHORT_TEXT) {
+        first = or_hint_lc((unsigned char) needle[0]);
+
+        /* nlen <= hlen < 256: at most 64 Ki steps */
+        for (i = 0; i + nlen <= hlen; i++) {
+            if (or_hint_lc((unsigned char) hay[i]) == first
+                && or_hint_eq_ci(hay + i, needle, nlen))
+            {
+                return hay + i;
+            }
+        }
+
+        return NULL;
+    }
+
+    for (c = 0; c < 256; c++) {
+        shift[c] = (uint16_t) nlen;
+    }
+
+    for (j = 0; j + 1 < nlen; j++) {
+        c = or_hint_lc((unsigned char) needle[j]);
+        shift[c] = (uint16_t) (nlen - 1 - j);
+    }
+
+    last = or_hint_lc((unsigned char) needle[nlen - 1]);
+    budget = 4 * hlen + nlen;
+    work = 0;
+    i = 0;
+
+    while (i + nlen <= hlen) {
+        c = or_hint_lc((unsigned char) hay[i + nlen - 1]);
+
+        if (c == last) {
+            for (j = 0; j + 1 < nlen; j++) {
+                if (or_hint_lc((unsigned char) hay[i + j])
+                    != or_hint_lc((unsigned char) needle[j]))
+                {
+                    break;
+                }
+            }
+
+            if (j + 1 >= nlen) {
+                return hay + i;
+            }
+
+            work += j;
+        }
+
+        i += shift[c];
+        work++;
+
+        if (work > budget) {
+            return or_hint_search_rk(hay + i, hlen - i, needle, nlen);
+        }
+    }
+
+    return NULL;
 }
 
 

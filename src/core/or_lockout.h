@@ -37,12 +37,15 @@
  * later than escalation_window after the previous lockout expired starts
  * over at n = 1.  A success halves the failure count (floor); at 0 the
  * entry is empty (deleted).  Failures of attempts started at or before the
- * last counted failure are absorbed (R-CD-4 applied per model), and a
- * success of such an attempt is stale.
+ * last counted failure are absorbed (R-CD-4 applied per model); a success
+ * of an attempt started at or before the last counted failure or the last
+ * halving is stale (so concurrent successes halve once, and a duplicate
+ * success event changes nothing).
  *
  * Merge rule (R-CLUSTER-2), or_lockout_merge(): epoch (bumped by a
  * success decay, an admin re-enable or an escalation restart) - the higher
- * wins wholesale; same epoch: failures, until, mark_at take the maximum,
+ * wins wholesale; same epoch: failures, until, mark_at, decay_at take the
+ * maximum,
  * (last_failure_at, status, reason, scope) as one tuple.  Commutative,
  * associative, idempotent.  A deleted entry is an empty state with a
  * higher epoch: publish it (tombstone) before evicting it, so a stale copy
@@ -112,6 +115,7 @@ typedef struct {
     or_msec_t    until;             /* expires_at */
     or_msec_t    mark_at;           /* last counted failure */
     or_msec_t    last_failure_at;
+    or_msec_t    decay_at;          /* last success that halved */
     int16_t      last_status;
     uint8_t      reason;            /* or_reason_e */
     uint8_t      scope;             /* or_scope_e */

@@ -260,8 +260,9 @@ test_table(void)
 static void
 test_memcasemem(void)
 {
-    const char  *hay = "xxHELLO World";
-    const char  *zh = "{\"error\":\"用户额度不足\"}";
+    const char   *hay = "xxHELLO World";
+    const char   *zh = "{\"error\":\"用户额度不足\"}";
+    static char   big[65536], needle[200];
 
     or_ok(or_memcasemem(hay, strlen(hay), "hello", 5) == hay + 2,
           "R-CLASS-3 memcasemem is case-insensitive");
@@ -281,6 +282,27 @@ test_memcasemem(void)
           "R-CLASS-3 memcasemem periodic text");
     or_ok(or_memcasemem("\xc3\xa9X", 3, "\xc3\x89x", 3) == NULL,
           "R-CLASS-3 memcasemem folds ASCII only");
+
+    /* long texts: Horspool, then the linear fallback on periodic text */
+    memset(big, 'a', sizeof(big));
+    memset(needle, 'a', sizeof(needle));
+    needle[99] = 'b';
+    or_ok(or_memcasemem(big, sizeof(big), needle, sizeof(needle)) == NULL,
+          "R-CLASS-3 memcasemem periodic 64 KiB text, no match");
+
+    big[sizeof(big) - 101] = 'B';
+    or_ok(or_memcasemem(big, sizeof(big), needle, sizeof(needle))
+          == big + sizeof(big) - 200,
+          "R-CLASS-3 memcasemem periodic 64 KiB text, match at the end");
+
+    memset(big, 'x', sizeof(big));
+    memcpy(big + 40000, "Try Again In", 12);
+    or_ok(or_memcasemem(big, sizeof(big), "try again in", 12) == big + 40000,
+          "R-CLASS-3 memcasemem long text, case-insensitive");
+    or_ok(or_memcasemem(big, sizeof(big), "try again im", 12) == NULL,
+          "R-CLASS-3 memcasemem long text, no match");
+    or_ok(or_memcasemem(big, sizeof(big), "x", 1) == big,
+          "R-CLASS-3 memcasemem long text, one-byte needle");
 }
 
 

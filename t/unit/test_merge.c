@@ -14,12 +14,14 @@
 #include "or_test.h"
 #include "or_breaker.h"
 #include "or_cooldown.h"
+#include "or_lockout.h"
 
 
 #define SEC    1000LL
 #define MIN    (60 * SEC)
 #define T0     1000000000LL
 #define ITERS  20000
+#define HOUR_MS  (60 * MIN)
 
 
 typedef struct {
@@ -48,6 +50,13 @@ static void cb_state(rng_t *r, const or_breaker_conf_t *conf,
     const or_breaker_t *from, or_breaker_t *cb, or_msec_t *now, int events);
 static void test_cb_laws(void);
 static void test_cb_rules(void);
+
+static void lo_event(rng_t *r, const or_lockout_conf_t *conf,
+    or_lockout_t *lo, or_msec_t *now);
+static void lo_state(rng_t *r, const or_lockout_conf_t *conf,
+    const or_lockout_t *from, or_lockout_t *lo, or_msec_t *now, int events);
+static void conf_lo_default(or_lockout_conf_t *conf);
+static void test_lo_laws(void);
 
 
 static int                coarse;    /* whole-second clock this round */
@@ -82,6 +91,7 @@ main(void)
     test_cd_rules();
     test_cb_laws();
     test_cb_rules();
+    test_lo_laws();
 
     return or_done();
 }
@@ -660,4 +670,192 @@ test_cb_rules(void)
     or_breaker_merge(&b, &a);
     or_is_int(or_breaker_admit(&conf, &b, T0 + 31 * SEC, NULL), OR_CB_DENY,
               "R-CB-4 R-CLUSTER-2 a merged probe slot admits one probe");
+}
+
+
+static void
+lo_event(rng_t *r, const or_lockout_conf_t *conf, or_lockout_t *lo,
+    or_msec_t *now)
+{
+    int           status;
+    unsigned      k;
+    or_msec_t     start;
+    or_verdict_t  v;
+
+    static const int  statuses[] = { 402, 403, 404, 429, 502, 503, 504 };
+    static const or_scope_e  scopes[] = {
+        OR_SCOPE_NONE, OR_SCOPE_MODEL, OR_SCOPE_BASE_MODEL,
+        OR_SCOPE_QUOTA_FAMILY
+    };
+
+    if (coarse) {
+        *now += SEC * (or_msec_t) rnd_below(r, 3);
+        start = *now - SEC * (or_msec_t) rnd_below(r, 3);
+
+    } else {
+        *now += rnd_msec(r, rnd_below(r, 2) ? 3 * SEC : 40 * MIN);
+        start = *now - rnd_msec(r, rnd_below(r, 2) ? 100 : 5 * MIN);
+    }
+
+    k = rnd_below(r, 100);
+
+    if (k < 25) {
+        or_lockout_success(lo, start, *now);
+        return;
+    }
+
+    if (k < 28) {
+        or_lockout_clear(lo);
+        return;
+    }
+
+    memset(&v, 0, sizeof(v));
+    v.reason = cd_reasons[rnd_below(r, sizeof(cd_reasons)
+                                       / sizeof(cd_reasons[0]))];
+    v.cooldown_ms = rnd_below(r, 5) ? OR_MSEC_NONE : rnd_msec(r, 60 * MIN);
+    v.hint_ms = rnd_below(r, 4) ? OR_MSEC_NONE : rnd_msec(r, 60 * MIN);
+    status = statuses[rnd_below(r, sizeof(statuses) / sizeof(statuses[0]))];
+
+    or_lockout_fail(conf, lo, &v, status,
+                    or_lockout_scope(status, scopes[rnd_below(r, 4)]), start,
+                    *now, NULL);
+}
+
+
+static void
+lo_state(rng_t *r, const or_lockout_conf_t *conf, const or_lockout_t *from,
+    or_lockout_t *lo, or_msec_t *now, int events)
+{
+    int  i;
+
+    *lo = *from;
+
+    for (i = 0; i < events; i++) {
+        lo_event(r, conf, lo, now);
+    }
+}
+
+
+static void
+conf_lo_default(or_lockout_conf_t *conf)
+{
+    or_lockout_conf_init(conf);
+    conf->enabled = 1;
+    or_lockout_conf_fill(conf);
+}
+
+
+static void
+test_lo_laws(void)
+{
+    int                i, comm, assoc, idem, absorb, dup, dupok;
+    or_msec_t          t, ta, tb, tc, start;
+    or_verdict_t       v;
+    or_lockout_t       zero, base, a, b, c, x, y, z;
+    or_lockout_conf_t  conf;
+    rng_t              r;
+
+    r.s = 0x13198a2e03707344ULL;
+    comm = assoc = idem = absorb = dup = dupok = 1;
+    memset(&zero, 0, sizeof(zero));
+
+    for (i = 0; i < ITERS; i++) {
+        coarse = (i & 1);
+
+        if (rnd_below(&r, 2)) {
+            or_lockout_conf_rejected(&conf);
+
+        } else {
+            conf_lo_default(&conf);
+            conf.exponential = (int32_t) rnd_below(&r, 2);
+        }
+
+        t = T0;
+        lo_state(&r, &conf, &zero, &base, &t, (int) rnd_below(&r, 12));
+        ta = tb = tc = t;
+        lo_state(&r, &conf, &base, &a, &ta, (int) rnd_below(&r, 8));
+        lo_state(&r, &conf, &base, &b, &tb, (int) rnd_below(&r, 8));
+        lo_state(&r, &conf, rnd_below(&r, 4) ? &base : &zero, &c, &tc,
+                 (int) rnd_below(&r, 8));
+
+        x = a;
+        or_lockout_merge(&x, &b);
+        y = b;
+        or_lockout_merge(&y, &a);
+        comm &= or_lockout_equal(&x, &y);
+
+        x = a;
+        or_lockout_merge(&x, &b);
+        or_lockout_merge(&x, &c);
+        y = b;
+        or_lockout_merge(&y, &c);
+        z = a;
+        or_lockout_merge(&z, &y);
+        assoc &= or_lockout_equal(&x, &z);
+
+        x = a;
+        idem &= or_lockout_merge(&x, &a) == 0 && or_lockout_equal(&x, &a);
+
+        x = a;
+        or_lockout_merge(&x, &b);
+        y = x;
+        or_lockout_merge(&y, &b);
+        or_lockout_merge(&y, &a);
+        absorb &= or_lockout_equal(&x, &y);
+
+        /* a duplicate failure event */
+        memset(&v, 0, sizeof(v));
+        v.reason = OR_REASON_RATE_LIMIT_EXCEEDED;
+        v.cooldown_ms = OR_MSEC_NONE;
+        v.hint_ms = rnd_below(&r, 3) ? OR_MSEC_NONE : rnd_msec(&r, HOUR_MS);
+        t = ta + rnd_msec(&r, 40 * MIN);
+        start = t - rnd_msec(&r, rnd_below(&r, 2) ? 100 : 5 * MIN);
+        x = a;
+        or_lockout_fail(&conf, &x, &v, 429, OR_SCOPE_QUOTA_FAMILY, start, t,
+                        NULL);
+        y = x;
+        or_lockout_fail(&conf, &y, &v, 429, OR_SCOPE_QUOTA_FAMILY, start, t,
+                        NULL);
+        dup &= or_lockout_equal(&x, &y);
+
+        x = a;
+        or_lockout_success(&x, start, t);
+        y = x;
+        dupok &= or_lockout_success(&y, start, t) == OR_LO_KEPT
+                 && or_lockout_equal(&x, &y);
+    }
+
+    or_ok(comm, "R-CLUSTER-2 lockout merge is commutative (%d random "
+          "state pairs)", ITERS);
+    or_ok(assoc, "R-CLUSTER-2 lockout merge is associative");
+    or_ok(idem, "R-CLUSTER-2 lockout merge(a, a) == a");
+    or_ok(absorb, "R-CLUSTER-2 lockout re-merging a delivered state "
+          "changes nothing");
+    or_ok(dup, "R-ML-4 a lockout failure event applied twice == once");
+    or_ok(dupok, "R-ML-4 a success (decay) event applied twice == once");
+
+    /* a decay and a deletion propagate over the stale copy */
+    conf_lo_default(&conf);
+    memset(&a, 0, sizeof(a));
+    t = T0;
+    for (i = 0; i < 5; i++) {
+        or_lockout_fail(&conf, &a, NULL, 503, OR_SCOPE_MODEL, t, t, NULL);
+        t = a.until;
+    }
+    b = a;
+    or_lockout_success(&b, t, t + 1);
+    x = a;
+    or_lockout_merge(&x, &b);
+    or_ok(or_lockout_equal(&x, &b) && x.failures == 2,
+          "R-ML-4 R-CLUSTER-2 a success decay propagates over the stale "
+          "copy");
+    c = b;
+    or_lockout_success(&c, t + 2, t + 3);
+    or_lockout_success(&c, t + 4, t + 5);
+    x = a;
+    or_lockout_merge(&x, &c);
+    or_lockout_merge(&x, &b);
+    or_ok(or_lockout_equal(&x, &c) && !or_lockout_active(&x, t + 6),
+          "R-ML-4 R-CLUSTER-2 a deleted lockout (tombstone) beats stale "
+          "copies");
 }
