@@ -16,7 +16,7 @@ MODULE_SO  := $(NGX_BUILD)/ngx_http_omniroute_module.so
 
 DEB_PKGS   := nginx nginx-dev libhiredis-dev libjansson-dev libssl-dev \
               libpcre2-dev zlib1g-dev redis-server wrk gcc make clang \
-              libclang-rt-14-dev perl
+              libclang-rt-14-dev perl openssl curl
 
 CORE_SRCS  := $(wildcard src/core/*.c)
 CORE_HDRS  := $(wildcard src/core/*.h)
