@@ -13,7 +13,8 @@
  *   quota family   prov:conn:family:<family or model>   429, 403, 402
  *
  * An explicit rule scope (model / base model / quota family) wins over the
- * status.  To plan, check the three keys of (provider, connection, model);
+ * status: pass verdict.scope as rule_scope (OR_SCOPE_NONE and connection /
+ * provider scopes mean "derive from the status").  To plan, check the three keys of (provider, connection, model);
  * the model is locked while any of them is active.
  *
  * Quota family: the per-provider map is a list of {prefix, family}; the
