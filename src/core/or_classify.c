@@ -802,7 +802,13 @@ or_classify(const or_class_conf_t *conf, const or_response_t *resp,
     }
 
     body = resp->body;
-    len = body != NULL ? resp->body_len : 0;
+    len = resp->body_len;
+
+    if (body == NULL) {
+        body = "";
+        len = 0;
+    }
+
     status = resp->status;
 
     /* R-CLASS-1: restatement first */

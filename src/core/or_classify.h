@@ -140,12 +140,13 @@ typedef struct {
 
 /* a built-in provider catalog entry */
 typedef struct {
-    const char     *name;
-    const or_rule_t *rules;
-    size_t          nrules;
-    unsigned        full_text:1;        /* text visible to built-in rules */
-    unsigned        honor_scope:1;      /* built-in rule scope honored */
-    unsigned        egress_bucketed:1;  /* R-CLASS-6 */
+    const char       *name;
+    const or_rule_t  *rules;
+    size_t            nrules;
+    unsigned          full_text:1;        /* text visible to built-in
+                                             rules */
+    unsigned          honor_scope:1;      /* built-in rule scope honored */
+    unsigned          egress_bucketed:1;  /* R-CLASS-6 */
 } or_catalog_t;
 
 

@@ -192,6 +192,11 @@ static const case_t  cases[] = {
       "R-CD-3 body huge duration clamped to 30 d" },
     { F_BODY, "try again in a moment", NONE, "R-CD-3 body without number" },
     { F_BODY, "try again in 2", NONE, "R-CD-3 body number without unit" },
+    { F_BODY, "Please wait 30 seconds before retrying", 30000,
+      "R-CD-3 body 'please wait 30 seconds'" },
+    { F_BODY, "Too many requests, retry in 2 mins", 120000,
+      "R-CD-3 body 'retry in 2 mins'" },
+    { F_BODY, "limit resets in 5h", 18000000, "R-CD-3 body 'resets in 5h'" },
     { F_BODY, "no hint here", NONE, "R-CD-3 body without hint" },
     { F_BODY, "try again in ", NONE, "R-CD-3 body truncated after phrase" },
 };
