@@ -213,6 +213,11 @@ or_cooldown_fail(const or_cooldown_conf_t *conf, or_conn_state_t *st,
         start = now;
     }
 
+    if (v == NULL) {
+        res->action = OR_CD_IGNORED;
+        return;
+    }
+
     reason = v->reason;
     absorbed = (st->mark_at > 0 && start <= st->mark_at);
     exp = absorbed && st->backoff_level > 0 ? st->backoff_level - 1u

@@ -75,6 +75,11 @@
  *   failure recorded on one node concurrently with a clearing success on
  *   another is dropped.  Ship states, not events, between nodes.
  *
+ * Reads: or_cooldown_eligible() / or_cooldown_retry_after() /
+ * or_cooldown_view() are pure; an expired cooldown is simply ignored, so
+ * nothing needs writing back (lazy recovery, R-CD-7).  A NULL verdict is
+ * ignored.
+ *
  * Defaults chosen here where the spec is silent: local base 1 s,
  * max_backoff_steps 10, request_rejected base 5 min (x2 per rejection,
  * 5/10/20/40/60 min), upstream hints capped at 30 days.

@@ -14,8 +14,9 @@
  *
  * An explicit rule scope (model / base model / quota family) wins over the
  * status: pass verdict.scope as rule_scope (OR_SCOPE_NONE and connection /
- * provider scopes mean "derive from the status").  To plan, check the three keys of (provider, connection, model);
- * the model is locked while any of them is active.
+ * provider scopes mean "derive from the status").  To plan, check the
+ * three keys of (provider, connection, model); the model is locked while
+ * any of them is active.
  *
  * Quota family: the per-provider map is a list of {prefix, family}; the
  * longest prefix matching the model (ASCII case-insensitive; a trailing
@@ -46,9 +47,9 @@
  * Merge rule (R-CLUSTER-2), or_lockout_merge(): epoch (bumped by a
  * success decay, an admin re-enable or an escalation restart) - the higher
  * wins wholesale; same epoch: failures, until, mark_at, decay_at take the
- * maximum,
- * (last_failure_at, status, reason, scope) as one tuple.  Commutative,
- * associative, idempotent.  A deleted entry is an empty state with a
+ * maximum, (last_failure_at, status, reason, scope) as one tuple.
+ * Commutative, associative, idempotent.  The glue must call
+ * or_lockout_fail() only when or_lockout_applies() says so.  A deleted entry is an empty state with a
  * higher epoch: publish it (tombstone) before evicting it, so a stale copy
  * elsewhere cannot resurrect the lockout; or_lockout_evictable() says when
  * an entry carries no information any more.

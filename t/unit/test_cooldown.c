@@ -512,6 +512,17 @@ test_terminal(void)
               "R-CD-6 banned outranks credits_exhausted");
     or_is_str(or_terminal_name(OR_TERMINAL_EXPIRED), "expired",
               "R-CD-6 terminal name expired");
+
+    /* a changed credential clears a terminal state like an admin reset */
+    or_is_int(or_cooldown_reset(&st), 1,
+              "R-CD-6 changed credential clears banned");
+    or_ok(or_cooldown_eligible(&st, T0 + 400) && st.reset_epoch == 1,
+          "R-CD-6 new credential: eligible, new reset epoch");
+
+    /* no verdict: nothing happens */
+    or_cooldown_fail(&conf, &st, NULL, 500, T0 + 500, T0 + 500, &res);
+    or_ok(res.action == OR_CD_IGNORED && !res.changed,
+          "R-CD-1 a missing verdict leaves the connection alone");
 }
 
 

@@ -825,8 +825,8 @@ test_lo_laws(void)
                  && or_lockout_equal(&x, &y);
     }
 
-    or_ok(comm, "R-CLUSTER-2 lockout merge is commutative (%d random "
-          "state pairs)", ITERS);
+    or_ok(comm, "R-ML-6 R-CLUSTER-2 lockout merge is commutative (%d "
+          "random state pairs)", ITERS);
     or_ok(assoc, "R-CLUSTER-2 lockout merge is associative");
     or_ok(idem, "R-CLUSTER-2 lockout merge(a, a) == a");
     or_ok(absorb, "R-CLUSTER-2 lockout re-merging a delivered state "
