@@ -19,6 +19,10 @@ typedef int64_t  or_msec_t;     /* absolute or relative milliseconds */
 
 #define OR_MSEC_NONE  ((or_msec_t) -1)   /* "no value" for a time field */
 
+#ifndef OR_UNSET
+#define OR_UNSET      (-1)               /* "not configured" for ints */
+#endif
+
 
 /* a provider's kind selects its breaker and cooldown profile (R-CB-2) */
 typedef enum {

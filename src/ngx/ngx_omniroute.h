@@ -15,6 +15,8 @@
 #include <jansson.h>
 
 #include "or_types.h"
+#include "ngx_omniroute_store.h"
+#include "ngx_omniroute_settings.h"
 
 
 #define NGX_OMNIROUTE_AUTH_BEARER     0
@@ -33,7 +35,7 @@ typedef struct {
 } ngx_omniroute_header_t;
 
 
-typedef struct {
+typedef struct ngx_omniroute_provider_s {
     ngx_str_t                     name;
     ngx_str_t                     url;          /* base URL, no trailing "/" */
     or_kind_e                     kind;
@@ -42,6 +44,7 @@ typedef struct {
     u_char                       *auth_lowcase;
     ngx_uint_t                    auth_hash;
     ngx_array_t                   headers;      /* ngx_omniroute_header_t */
+    ngx_omniroute_settings_t      settings;     /* default < env < conf */
 } ngx_omniroute_provider_t;
 
 
@@ -70,11 +73,12 @@ typedef struct {
 } ngx_omniroute_model_t;
 
 
-typedef struct {
+typedef struct ngx_omniroute_main_conf_s {
     ngx_array_t                   providers;    /* ngx_omniroute_provider_t */
     ngx_array_t                   connections;  /* ngx_omniroute_connection_t */
     ngx_array_t                   models;       /* ngx_omniroute_model_t */
     ngx_shm_zone_t               *shm_zone;
+    ngx_omniroute_store_t         store;
 } ngx_omniroute_main_conf_t;
 
 

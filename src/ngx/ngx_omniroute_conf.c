@@ -15,11 +15,9 @@
 #include "ngx_omniroute.h"
 
 
-#define NGX_OMNIROUTE_KEY_MAX  8192
+#define NGX_OMNIROUTE_KEY_FILE_MAX  8192
 
 
-static ngx_int_t ngx_omniroute_init_zone(ngx_shm_zone_t *shm_zone,
-    void *data);
 static ngx_int_t ngx_omniroute_parse_url(ngx_conf_t *cf,
     ngx_omniroute_provider_t *p, ngx_str_t *url);
 static ngx_int_t ngx_omniroute_parse_auth(ngx_conf_t *cf,
@@ -104,43 +102,11 @@ ngx_omniroute_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    omcf->shm_zone->init = ngx_omniroute_init_zone;
-    omcf->shm_zone->data = omcf;
+    omcf->shm_zone->init = ngx_omniroute_store_init_zone;
+    omcf->shm_zone->data = &omcf->store;
+    omcf->store.shm_zone = omcf->shm_zone;
 
     return NGX_CONF_OK;
-}
-
-
-static ngx_int_t
-ngx_omniroute_init_zone(ngx_shm_zone_t *shm_zone, void *data)
-{
-    size_t            len;
-    ngx_slab_pool_t  *shpool;
-
-    shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (data) {
-        /* reload: the state of the previous cycle stays in the zone */
-        return NGX_OK;
-    }
-
-    if (shm_zone->shm.exists) {
-        return NGX_OK;
-    }
-
-    len = sizeof(" in omniroute zone \"\"") + shm_zone->shm.name.len;
-
-    shpool->log_ctx = ngx_slab_alloc(shpool, len);
-    if (shpool->log_ctx == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_sprintf(shpool->log_ctx, " in omniroute zone \"%V\"%Z",
-                &shm_zone->shm.name);
-
-    shpool->log_nomem = 0;
-
-    return NGX_OK;
 }
 
 
@@ -177,6 +143,10 @@ ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     p->name = value[1];
     p->kind = OR_KIND_APIKEY;
+
+    or_breaker_conf_init(&p->settings.breaker);
+    or_cooldown_conf_init(&p->settings.cooldown);
+    or_lockout_conf_init(&p->settings.lockout);
     p->auth = NGX_OMNIROUTE_AUTH_BEARER;
     ngx_str_set(&p->auth_header, "Authorization");
 
@@ -637,11 +607,11 @@ ngx_omniroute_load_key_file(ngx_conf_t *cf, ngx_str_t *path, ngx_str_t *key)
     file.log = cf->log;
 
     if (ngx_fd_info(fd, &fi) == NGX_FILE_ERROR
-        || ngx_file_size(&fi) > NGX_OMNIROUTE_KEY_MAX)
+        || ngx_file_size(&fi) > NGX_OMNIROUTE_KEY_FILE_MAX)
     {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "key file \"%s\" is unreadable or larger than "
-                           "%d bytes", name.data, NGX_OMNIROUTE_KEY_MAX);
+                           "%d bytes", name.data, NGX_OMNIROUTE_KEY_FILE_MAX);
         ngx_close_file(fd);
         return NGX_ERROR;
     }
@@ -823,6 +793,7 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
 
     u_char                      *slash;
     ngx_int_t                    pi;
+    const char                  *err;
     ngx_str_t                    pname;
     ngx_uint_t                   i, j, k;
     ngx_omniroute_model_t       *m, *alias;
@@ -832,6 +803,18 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
 
     p = omcf->providers.elts;
     c = omcf->connections.elts;
+
+    for (i = 0; i < omcf->providers.nelts; i++) {
+        ngx_omniroute_settings_env(p[i].kind, &p[i].settings);
+
+        err = ngx_omniroute_settings_fill(p[i].kind, &p[i].settings);
+        if (err) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid resilience settings of provider "
+                               "\"%V\": %s", &p[i].name, err);
+            return NGX_CONF_ERROR;
+        }
+    }
 
     for (i = 0; i < omcf->connections.nelts; i++) {
         pi = ngx_omniroute_find_provider(omcf, &c[i].provider_name);

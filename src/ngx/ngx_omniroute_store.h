@@ -1,0 +1,151 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * The state store: one shared-memory zone holding every runtime record
+ * (provider breakers, connection cooldowns, model lockouts, strategy
+ * state, runtime settings...), keyed by (table, stable name) so that a
+ * reload that reorders directives keeps the state.  rbtree + LRU queue as
+ * in limit_req; least recently used records are evicted when the zone is
+ * full, expired ones first, so a request never fails for lack of space.
+ *
+ * Every change goes through ngx_omniroute_store_update(): under the zone
+ * lock the caller's function updates a copy-in-place of the plain value;
+ * a change bumps the record's version and appends an event (table, key,
+ * operation, sequence) to a ring that the Redis mirror publishes.
+ */
+
+
+#ifndef _NGX_OMNIROUTE_STORE_H_INCLUDED_
+#define _NGX_OMNIROUTE_STORE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+
+#include "or_types.h"
+
+
+#define NGX_OMNIROUTE_KEY_MAX        255
+#define NGX_OMNIROUTE_EVENT_KEY_MAX  255
+
+/* what an update function returns */
+#define NGX_OMNIROUTE_UNCHANGED      0
+#define NGX_OMNIROUTE_CHANGED        1
+#define NGX_OMNIROUTE_DELETE         2
+
+
+typedef enum {
+    NGX_OMNIROUTE_T_BREAKER = 0,    /* key: provider */
+    NGX_OMNIROUTE_T_CONN,           /* key: connection id */
+    NGX_OMNIROUTE_T_LOCKOUT,        /* key: provider, connection, model key */
+    NGX_OMNIROUTE_T_REJECTED,       /* key: connection, model */
+    NGX_OMNIROUTE_T_STRATEGY,       /* key: combo */
+    NGX_OMNIROUTE_T_SETTINGS,       /* key: setting group */
+    NGX_OMNIROUTE_T_COUNT
+} ngx_omniroute_table_e;
+
+
+typedef enum {
+    NGX_OMNIROUTE_OP_SET = 0,
+    NGX_OMNIROUTE_OP_DELETE
+} ngx_omniroute_op_e;
+
+
+/* one state change, for the Redis mirror */
+typedef struct {
+    uint64_t                      seq;
+    or_msec_t                     time;
+    uint8_t                       table;
+    uint8_t                       op;
+    uint8_t                       remote;       /* applied from a peer */
+    uint8_t                       key_len;
+    u_char                        key[NGX_OMNIROUTE_EVENT_KEY_MAX];
+} ngx_omniroute_event_t;
+
+
+/* how a client request ended, for metrics */
+typedef enum {
+    NGX_OMNIROUTE_OUT_SUCCESS = 0,      /* a provider answered 1xx-3xx */
+    NGX_OMNIROUTE_OUT_PROVIDER_ERROR,   /* the client got a provider error */
+    NGX_OMNIROUTE_OUT_UNREACHABLE,      /* 502/504: no provider answered */
+    NGX_OMNIROUTE_OUT_COOLING_DOWN,     /* 503 all_targets_cooling_down */
+    NGX_OMNIROUTE_OUT_NO_TARGETS,       /* 404 no_executable_targets */
+    NGX_OMNIROUTE_OUT_CLIENT_ERROR,     /* 4xx before any dispatch */
+    NGX_OMNIROUTE_OUT_COUNT
+} ngx_omniroute_outcome_e;
+
+
+#define NGX_OMNIROUTE_RULE_SLOTS     32
+#define NGX_OMNIROUTE_RULE_NAME_MAX  48
+
+
+typedef struct {
+    u_char                        name[NGX_OMNIROUTE_RULE_NAME_MAX];
+    ngx_atomic_t                  count;
+} ngx_omniroute_rule_count_t;
+
+
+/* counters for metrics; updated with atomics, never reset */
+typedef struct {
+    ngx_atomic_t                  requests[NGX_OMNIROUTE_OUT_COUNT];
+    ngx_atomic_t                  attempts[OR_REASON_COUNT];  /* none: ok */
+    ngx_atomic_t                  fallbacks[OR_REASON_COUNT];
+    ngx_omniroute_rule_count_t    restatements[NGX_OMNIROUTE_RULE_SLOTS];
+} ngx_omniroute_stats_t;
+
+
+typedef struct {
+    ngx_rbtree_t                  rbtree;
+    ngx_rbtree_node_t             sentinel;
+    ngx_queue_t                   lru;
+    ngx_uint_t                    records[NGX_OMNIROUTE_T_COUNT];
+    ngx_uint_t                    evictions;
+    ngx_uint_t                    alloc_failures;
+    uint64_t                      next_seq;     /* next event sequence */
+    ngx_uint_t                    nevents;      /* ring capacity */
+    ngx_omniroute_event_t        *events;
+    ngx_omniroute_stats_t         stats;
+} ngx_omniroute_sh_t;
+
+
+typedef struct {
+    ngx_omniroute_sh_t           *sh;
+    ngx_slab_pool_t              *shpool;
+    ngx_shm_zone_t               *shm_zone;
+} ngx_omniroute_store_t;
+
+
+/*
+ * An update function: value points to the record's value (all zero for a
+ * record that did not exist).  It may set *expires (absolute ms) after
+ * which the record holds nothing worth keeping; 0 keeps it.
+ */
+typedef ngx_uint_t (*ngx_omniroute_update_pt)(void *value, void *arg,
+    or_msec_t *expires);
+
+typedef void (*ngx_omniroute_visit_pt)(ngx_str_t *key, void *value,
+    size_t size, void *arg);
+
+
+ngx_int_t ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone,
+    void *data);
+
+or_msec_t ngx_omniroute_now(void);
+
+ngx_int_t ngx_omniroute_store_read(ngx_omniroute_store_t *st,
+    ngx_uint_t table, ngx_str_t *key, void *value, size_t size);
+ngx_int_t ngx_omniroute_store_update(ngx_omniroute_store_t *st,
+    ngx_uint_t table, ngx_str_t *key, size_t size,
+    ngx_omniroute_update_pt update, void *arg, ngx_uint_t remote);
+ngx_int_t ngx_omniroute_store_delete(ngx_omniroute_store_t *st,
+    ngx_uint_t table, ngx_str_t *key, ngx_uint_t remote);
+ngx_uint_t ngx_omniroute_store_visit(ngx_omniroute_store_t *st,
+    ngx_uint_t table, ngx_omniroute_visit_pt visit, void *arg,
+    ngx_pool_t *pool);
+ngx_uint_t ngx_omniroute_store_events(ngx_omniroute_store_t *st,
+    uint64_t from, ngx_omniroute_event_t *out, ngx_uint_t max,
+    uint64_t *next);
+
+
+#endif /* _NGX_OMNIROUTE_STORE_H_INCLUDED_ */
