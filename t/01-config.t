@@ -136,7 +136,7 @@ my @bad = (
       'model of an unknown provider' ],
     [ "omniroute_provider p url=http://x/v1;\n"
       . 'omniroute_combo c strategy=fastest p/a;',
-      qr/unsupported strategy "fastest" of combo "c"/, 'unknown strategy' ],
+      qr/unknown strategy "fastest" of combo "c": expected priority, weighted/, 'unknown strategy' ],
     [ "omniroute_provider p url=http://x/v1;\n"
       . 'omniroute_combo c strategy=priority;',
       qr/combo "c" has no targets/, 'combo without targets' ],

@@ -98,7 +98,9 @@ for my $i (0 .. 2) {
        "attempt " . ($i + 1) . " kept the rest of the body");
 }
 
-# all candidates fail: the client gets the last provider error
+# all candidates fail: the client gets the last provider error (fresh
+# state: the failures above put a1 and a2 in cooldown)
+$t->restart($t->port('gw'));
 $m->clear;
 $m->set_behavior('status=529,retry=11');
 
@@ -112,6 +114,7 @@ is($r->{headers}{'x-omniroute-connection'}, 'b1',
 is(scalar @{$m->requests}, 3, 'the provider saw three attempts');
 
 # a status that does not fall over is passed through at once
+$t->restart($t->port('gw'));
 $m->clear;
 $m->set_behavior('status=400');
 $r = $t->post($t->port('gw'), '/v1/chat/completions', { model => 'smart' });
@@ -120,6 +123,7 @@ is($r->{headers}{'x-omniroute-attempts'}, '1', 'after one attempt');
 is(scalar @{$m->requests}, 1, 'and no fallback');
 
 # the direct provider/model form
+$t->restart($t->port('gw'));
 $m->clear;
 $m->set_behavior(undef);
 $r = $t->post($t->port('gw'), '/v1/chat/completions',

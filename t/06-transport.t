@@ -79,7 +79,9 @@ is_deeply(\@keys, ['Bearer sk-reset~reset', 'Bearer sk-hang~hang',
                    'Bearer sk-ok'],
           'the provider saw reset, hang, then ok (dead was refused)');
 
-# the attempt limit stops the loop: refused, reset, then give up
+# the attempt limit stops the loop: refused, reset, then give up (fresh
+# state: the failures above put those connections in cooldown)
+$t->restart($t->port('gw'));
 $m->clear;
 $r = $t->post($gw, '/limited/chat/completions', { model => 'chain' });
 is($r->{status}, 502, 'R-REQ-4 omniroute_max_attempts 2 stops after two');
@@ -89,6 +91,7 @@ is(OmniTest::json($r)->{error}{code}, 'upstream_unavailable',
 is(scalar @{$m->requests}, 1, 'the mock saw only the reset attempt');
 
 # nothing reachable at all
+$t->restart($t->port('gw'));
 $r = $t->post($gw, '/v1/chat/completions', { model => 'deadonly' });
 is($r->{status}, 502, 'a single refused connection: 502');
 is(OmniTest::json($r)->{error}{code}, 'upstream_unavailable',
@@ -96,6 +99,7 @@ is(OmniTest::json($r)->{error}{code}, 'upstream_unavailable',
 is($r->{headers}{'x-omniroute-connection'}, 'd1', 'naming the connection');
 
 # a timeout as the last attempt is a 504
+$t->restart($t->port('gw'));
 $m->set_behavior('hang');
 $m->clear;
 $r = $t->post($gw, '/limited/chat/completions', { model => 'p/m' });

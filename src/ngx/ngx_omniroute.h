@@ -17,6 +17,8 @@
 #include "or_types.h"
 #include "ngx_omniroute_store.h"
 #include "ngx_omniroute_settings.h"
+#include "or_classify.h"
+#include "or_select.h"
 
 
 #define NGX_OMNIROUTE_AUTH_BEARER     0
@@ -45,6 +47,11 @@ typedef struct ngx_omniroute_provider_s {
     ngx_uint_t                    auth_hash;
     ngx_array_t                   headers;      /* ngx_omniroute_header_t */
     ngx_omniroute_settings_t      settings;     /* default < env < conf */
+    ngx_str_t                     catalog;      /* built-in rules to use */
+    ngx_array_t                   oprules;      /* or_oprule_t */
+    ngx_array_t                   restate;      /* or_restate_rule_t */
+    ngx_array_t                   families;     /* or_family_rule_t */
+    or_class_conf_t               class_conf;
 } ngx_omniroute_provider_t;
 
 
@@ -68,7 +75,7 @@ typedef struct {
 typedef struct {
     ngx_str_t                     name;
     ngx_uint_t                    combo;        /* 1: combo, 0: alias */
-    ngx_str_t                     strategy;
+    or_strategy_e                 strategy;
     ngx_array_t                   targets;      /* ngx_omniroute_target_t */
 } ngx_omniroute_model_t;
 
@@ -96,7 +103,17 @@ typedef struct {
     ngx_omniroute_connection_t   *conn;
     ngx_omniroute_provider_t     *provider;
     ngx_omniroute_target_t       *target;
+    ngx_uint_t                    order;        /* position in config order */
+    ngx_uint_t                    half_open;    /* breaker wants a probe */
 } ngx_omniroute_candidate_t;
+
+
+/* a candidate left out by planning, for the 503 diagnostics */
+typedef struct {
+    ngx_omniroute_candidate_t    *cand;
+    const char                   *reason;       /* circuit_open, ... */
+    or_msec_t                     retry_after;  /* ms; -1: no timer */
+} ngx_omniroute_excluded_t;
 
 
 typedef enum {
@@ -111,6 +128,9 @@ typedef struct {
     ngx_http_request_t           *sr;
     ngx_omniroute_candidate_t    *cand;
     ngx_omniroute_attempt_state_e state;
+    or_msec_t                     start;
+    or_verdict_t                  verdict;
+    or_transport_e                transport;
     ngx_uint_t                    status;       /* provider status or 502/504 */
     ngx_buf_t                    *body;         /* held error body */
     ngx_uint_t                    truncated;    /* held body hit the bound */
@@ -126,7 +146,9 @@ typedef struct {
     json_t                       *json;         /* parsed client body */
     ngx_str_t                     sent_model;   /* model in sent_body */
     ngx_str_t                     sent_body;    /* body with upstream model */
+    ngx_omniroute_model_t        *entry;        /* alias or combo, or NULL */
     ngx_array_t                   candidates;   /* ngx_omniroute_candidate_t */
+    ngx_array_t                   excluded;     /* ngx_omniroute_excluded_t */
     ngx_uint_t                    next;         /* next candidate to try */
     ngx_array_t                   attempts;     /* ngx_omniroute_attempt_t */
     ngx_omniroute_attempt_t      *current;
@@ -166,6 +188,32 @@ ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
 ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
 ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *message);
+ngx_int_t ngx_omniroute_send_json(ngx_http_request_t *r, ngx_uint_t status,
+    json_t *doc);
+
+/* planning (ngx_omniroute_plan.c) */
+ngx_int_t ngx_omniroute_plan_eligible(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_admit(ngx_http_request_t *r,
+    ngx_omniroute_candidate_t *cand);
+ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_candidate_t *cand, const char *reason,
+    or_msec_t retry_after);
+ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+
+/* outcomes (ngx_omniroute_outcome.c) */
+void ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a);
+void ngx_omniroute_record_failure(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+void ngx_omniroute_record_success(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+void ngx_omniroute_count(ngx_http_request_t *r, ngx_uint_t outcome);
+void ngx_omniroute_count_fallback(ngx_http_request_t *r, or_reason_e reason);
+ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+size_t ngx_omniroute_candidate_lockout_key(u_char *buf,
+    ngx_omniroute_candidate_t *cand, or_scope_e scope);
 
 /* attempt filters (ngx_omniroute_filter.c) */
 ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);

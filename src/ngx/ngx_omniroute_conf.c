@@ -660,6 +660,7 @@ ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_omniroute_main_conf_t *omcf = conf;
 
+    int                      st;
     ngx_str_t               *value;
     ngx_uint_t               i;
     ngx_omniroute_model_t   *m;
@@ -688,7 +689,7 @@ ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     m->name = value[1];
     m->combo = cmd->offset;
-    ngx_str_set(&m->strategy, "priority");
+    m->strategy = OR_STRATEGY_PRIORITY;
 
     if (ngx_array_init(&m->targets, cf->pool, cf->args->nelts,
                        sizeof(ngx_omniroute_target_t))
@@ -700,19 +701,21 @@ ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     for (i = 2; i < cf->args->nelts; i++) {
 
         if (m->combo && ngx_strncmp(value[i].data, "strategy=", 9) == 0) {
-            m->strategy.data = value[i].data + 9;
-            m->strategy.len = value[i].len - 9;
+            st = or_strategy_parse((const char *) value[i].data + 9,
+                                   value[i].len - 9);
 
-            if (m->strategy.len != 8
-                || ngx_strncmp(m->strategy.data, "priority", 8) != 0)
-            {
+            if (st < 0) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "unsupported strategy \"%V\" of combo "
-                                   "\"%V\": this version supports "
-                                   "\"priority\"", &m->strategy, &m->name);
+                                   "unknown strategy \"%s\" of combo "
+                                   "\"%V\": expected priority, weighted, "
+                                   "round-robin, random, strict-random, "
+                                   "least-used, fill-first, p2c, "
+                                   "cost-optimized, reset-aware or headroom",
+                                   value[i].data + 9, &m->name);
                 return NGX_CONF_ERROR;
             }
 
+            m->strategy = st;
             continue;
         }
 

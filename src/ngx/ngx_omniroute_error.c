@@ -23,8 +23,8 @@ typedef struct {
 } ngx_omniroute_error_page_t;
 
 
-static ngx_buf_t *ngx_omniroute_error_buf(ngx_http_request_t *r,
-    const char *type, const char *code, const char *message);
+static ngx_buf_t *ngx_omniroute_json_buf(ngx_http_request_t *r,
+    json_t *doc);
 static void ngx_omniroute_set_json_headers(ngx_http_request_t *r,
     ngx_uint_t status, off_t len);
 
@@ -53,11 +53,29 @@ ngx_int_t
 ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *message)
 {
+    json_t  *doc;
+
+    doc = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", message,
+                    "type", type, "code", code);
+    if (doc == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_omniroute_send_json(r, status, doc);
+}
+
+
+/* a JSON document as the response (the reference to doc is taken) */
+
+ngx_int_t
+ngx_omniroute_send_json(ngx_http_request_t *r, ngx_uint_t status,
+    json_t *doc)
+{
     ngx_int_t     rc;
     ngx_buf_t    *b;
     ngx_chain_t   out;
 
-    b = ngx_omniroute_error_buf(r, type, code, message);
+    b = ngx_omniroute_json_buf(r, doc);
     if (b == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -87,6 +105,7 @@ ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
 ngx_int_t
 ngx_omniroute_json_error_page(ngx_http_request_t *r)
 {
+    json_t                      *doc;
     const char                  *type;
     ngx_omniroute_ctx_t         *ctx;
     ngx_omniroute_error_page_t  *ep;
@@ -111,7 +130,13 @@ ngx_omniroute_json_error_page(ngx_http_request_t *r)
     type = (r->headers_out.status >= NGX_HTTP_INTERNAL_SERVER_ERROR)
            ? "server_error" : "invalid_request_error";
 
-    ctx->error_page = ngx_omniroute_error_buf(r, type, ep->code, ep->message);
+    doc = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ep->message,
+                    "type", type, "code", ep->code);
+    if (doc == NULL) {
+        return NGX_ERROR;
+    }
+
+    ctx->error_page = ngx_omniroute_json_buf(r, doc);
     if (ctx->error_page == NULL) {
         return NGX_ERROR;
     }
@@ -124,20 +149,14 @@ ngx_omniroute_json_error_page(ngx_http_request_t *r)
 }
 
 
+/* the serialized document in a last buffer; the reference is taken */
+
 static ngx_buf_t *
-ngx_omniroute_error_buf(ngx_http_request_t *r, const char *type,
-    const char *code, const char *message)
+ngx_omniroute_json_buf(ngx_http_request_t *r, json_t *doc)
 {
     char       *text;
     size_t      len;
-    json_t     *doc;
     ngx_buf_t  *b;
-
-    doc = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", message,
-                    "type", type, "code", code);
-    if (doc == NULL) {
-        return NULL;
-    }
 
     len = json_dumpb(doc, NULL, 0, JSON_COMPACT);
 

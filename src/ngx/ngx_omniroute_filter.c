@@ -97,9 +97,9 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
     a->header_seen = 1;
     a->status = r->headers_out.status;
 
-    if (a->status >= NGX_HTTP_BAD_REQUEST
-        && ngx_omniroute_may_fall_over(ctx, a))
-    {
+    /* every error is held: its body decides (restatement, fallback) */
+
+    if (a->status >= NGX_HTTP_BAD_REQUEST) {
         a->state = NGX_OMNIROUTE_ATTEMPT_HELD;
         ctx->last_held = a;
 
@@ -129,6 +129,9 @@ ngx_omniroute_commit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     a = ctx->current;
 
     a->state = NGX_OMNIROUTE_ATTEMPT_COMMITTED;
+
+    ngx_omniroute_record_success(mr, a);
+    ngx_omniroute_count(mr, NGX_OMNIROUTE_OUT_SUCCESS);
 
     if (ngx_omniroute_copy_response_headers(mr, r) != NGX_OK
         || ngx_omniroute_add_route_headers(mr, ctx) != NGX_OK)

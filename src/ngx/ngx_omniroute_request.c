@@ -113,6 +113,7 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
 
     if (rc != NGX_OK) {
         if (ctx->error_code) {
+            ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_CLIENT_ERROR);
             rc = ngx_omniroute_send_error(r, rc, "invalid_request_error",
                                           ctx->error_code,
                                           ctx->error_message);
@@ -122,9 +123,20 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    r->write_event_handler = ngx_omniroute_parent_handler;
+    rc = ngx_omniroute_plan_eligible(r, ctx);
 
-    if (ngx_omniroute_start_attempt(r, ctx) != NGX_OK) {
+    if (rc == NGX_OK) {
+        r->write_event_handler = ngx_omniroute_parent_handler;
+        rc = ngx_omniroute_start_attempt(r, ctx);
+    }
+
+    if (rc == NGX_DECLINED) {
+        /* every candidate is excluded by the shared state */
+        ngx_http_finalize_request(r, ngx_omniroute_send_cooling_down(r, ctx));
+        return;
+    }
+
+    if (rc != NGX_OK) {
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
@@ -318,6 +330,7 @@ ngx_omniroute_plan(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                == 0)
         {
             model = &m[i];
+            ctx->entry = model;
             break;
         }
     }
@@ -406,6 +419,8 @@ ngx_omniroute_plan(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
             cand->conn = &c[j];
             cand->provider = &p[t->provider];
             cand->target = t;
+            cand->order = ctx->candidates.nelts - 1;
+            cand->half_open = 0;
         }
 
         /* stable insertion sort of this target's connections by priority */
@@ -443,7 +458,26 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ngx_omniroute_attempt_t       *a;
     ngx_omniroute_candidate_t     *cand;
 
-    cand = (ngx_omniroute_candidate_t *) ctx->candidates.elts + ctx->next++;
+    /* the next candidate the breaker admits (one HALF_OPEN probe) */
+
+    for ( ;; ) {
+        if (ctx->next >= ctx->candidates.nelts) {
+            return NGX_DECLINED;
+        }
+
+        cand = (ngx_omniroute_candidate_t *) ctx->candidates.elts
+               + ctx->next++;
+
+        if (ngx_omniroute_admit(r, cand) == NGX_OK) {
+            break;
+        }
+
+        if (ngx_omniroute_plan_exclude(ctx, cand, "circuit_open", 1000)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+    }
 
     if (ngx_omniroute_attempt_body(r, ctx, cand->target) != NGX_OK
         || ngx_omniroute_attempt_url(r, ctx, cand->provider) != NGX_OK)
@@ -458,6 +492,7 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     ngx_memzero(a, sizeof(ngx_omniroute_attempt_t));
     a->cand = cand;
+    a->start = ngx_omniroute_now();
     ctx->current = a;
 
     ctx->ps.handler = ngx_omniroute_attempt_done;
@@ -802,8 +837,16 @@ ngx_omniroute_attempt_done(ngx_http_request_t *sr, void *data, ngx_int_t rc)
     default:
         /* no response header: connect error, reset or timeout */
         a->state = NGX_OMNIROUTE_ATTEMPT_TRANSPORT;
-        a->status = (rc == NGX_HTTP_GATEWAY_TIME_OUT)
-                    ? NGX_HTTP_GATEWAY_TIME_OUT : NGX_HTTP_BAD_GATEWAY;
+
+        if (rc == NGX_HTTP_GATEWAY_TIME_OUT) {
+            a->status = NGX_HTTP_GATEWAY_TIME_OUT;
+            a->transport = OR_TRANSPORT_TIMEOUT;
+
+        } else {
+            a->status = NGX_HTTP_BAD_GATEWAY;
+            a->transport = OR_TRANSPORT_CONNECT_ERROR;
+        }
+
         return NGX_OK;
     }
 }
@@ -833,21 +876,36 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
         return;
     }
 
+    /* a held error or a transport failure: classify and record it once */
+
+    ngx_omniroute_classify(r, a);
+    ngx_omniroute_record_failure(r, a);
+
     if (ngx_omniroute_may_fall_over(ctx, a)) {
-        if (ngx_omniroute_start_attempt(r, ctx) == NGX_OK) {
+        ngx_omniroute_count_fallback(r, a->verdict.reason);
+
+        rc = ngx_omniroute_start_attempt(r, ctx);
+
+        if (rc == NGX_OK) {
             return;
         }
 
-        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
+        if (rc == NGX_ERROR) {
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
+
+        /* NGX_DECLINED: no candidate admitted; answer with what we have */
     }
 
     ctx->current = NULL;
 
     if (ctx->last_held) {
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
         rc = ngx_omniroute_send_held(r, ctx, ctx->last_held);
 
     } else {
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_UNREACHABLE);
         rc = ngx_omniroute_send_transport_error(r, ctx, a);
     }
 
@@ -859,15 +917,9 @@ ngx_uint_t
 ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a)
 {
-    if (ctx->next >= ctx->candidates.nelts
-        || ctx->attempts.nelts >= (ngx_uint_t) ctx->lcf->max_attempts)
-    {
-        return 0;
-    }
-
-    return a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT
-           || a->status >= NGX_HTTP_INTERNAL_SERVER_ERROR
-           || a->status == NGX_HTTP_TOO_MANY_REQUESTS;
+    return a->verdict.fall_over
+           && ctx->next < ctx->candidates.nelts
+           && ctx->attempts.nelts < (ngx_uint_t) ctx->lcf->max_attempts;
 }
 
 
@@ -882,6 +934,7 @@ ngx_omniroute_send_held(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_chain_t   out;
 
     if (ngx_omniroute_copy_response_headers(r, a->sr) != NGX_OK
+        || ngx_omniroute_apply_restatement(r, a) != NGX_OK
         || ngx_omniroute_add_route_headers(r, ctx) != NGX_OK)
     {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;

@@ -5,6 +5,19 @@
  * Resilience settings of a provider and their precedence (R-CONF-5):
  * built-in default < environment variable < nginx.conf directive < value
  * persisted at runtime through the admin API.
+ *
+ * Every setting the admin API shows or changes is described once in a
+ * table (ngx_omniroute_setting_desc_t): JSON group and name, where the
+ * value lives in ngx_omniroute_settings_t, its type and its range.
+ *
+ * Runtime overrides live in the state store, table
+ * NGX_OMNIROUTE_T_SETTINGS (so they survive a reload and are mirrored to
+ * Redis like any other record):
+ *
+ *   key "provider:<name>"   ngx_omniroute_settings_override_t
+ *   key "rules:<name>"      ngx_omniroute_rules_override_t
+ *   key "global"            ngx_omniroute_settings_override_t (fields of
+ *                           the global table)
  */
 
 
@@ -18,13 +31,93 @@
 #include "or_breaker.h"
 #include "or_cooldown.h"
 #include "or_lockout.h"
+#include "or_classify.h"
+
+
+#define NGX_OMNIROUTE_SETTINGS_MAX      48      /* fields per table */
+#define NGX_OMNIROUTE_RULE_ID_MAX       48
+#define NGX_OMNIROUTE_RULE_MATCH_MAX    OR_MARKER_MAX_LEN
+
+/* sources of a value, lowest precedence first */
+#define NGX_OMNIROUTE_SRC_DEFAULT       0
+#define NGX_OMNIROUTE_SRC_ENV           1
+#define NGX_OMNIROUTE_SRC_CONF          2
+#define NGX_OMNIROUTE_SRC_RUNTIME       3
+
+/* value types */
+#define NGX_OMNIROUTE_SF_INT            0       /* int32_t */
+#define NGX_OMNIROUTE_SF_BOOL           1       /* int32_t, 0 or 1 */
+#define NGX_OMNIROUTE_SF_MSEC           2       /* or_msec_t */
+#define NGX_OMNIROUTE_SF_MSEC_OPT       3       /* or_msec_t, 0: none */
+#define NGX_OMNIROUTE_SF_CODES          4       /* lockout error codes */
 
 
 typedef struct {
     or_breaker_conf_t             breaker;
     or_cooldown_conf_t            cooldown;
     or_lockout_conf_t             lockout;
+    uint64_t                      conf_set;     /* fields set in nginx.conf */
+    uint64_t                      env_set;      /* fields from environment */
 } ngx_omniroute_settings_t;
+
+
+/* settings that are not per provider (R-ENV), for the request queue */
+typedef struct {
+    int32_t                       stream_throughput_watchdog;
+    int32_t                       max_queue_depth;
+    or_msec_t                     queue_max_wait_ms;
+    or_msec_t                     execution_max_wait_ms;
+    uint64_t                      env_set;
+    uint64_t                      runtime_set;
+} ngx_omniroute_global_settings_t;
+
+
+typedef struct {
+    const char                   *group;        /* JSON object */
+    const char                   *name;         /* JSON member */
+    size_t                        offset;
+    ngx_uint_t                    type;         /* NGX_OMNIROUTE_SF_* */
+    int64_t                       min;
+    int64_t                       max;
+} ngx_omniroute_setting_desc_t;
+
+
+/* a persisted override of a table's fields; a plain value in the store */
+typedef struct {
+    uint64_t                      set;          /* bit i: field i */
+    int64_t                       value[NGX_OMNIROUTE_SETTINGS_MAX];
+    int32_t                       n_codes;
+    int32_t                       codes[OR_LOCKOUT_CODES_MAX];
+    int32_t                       catchall;     /* 0: not overridden,
+                                                   1: set, 2: off */
+    int32_t                       catchall_reason;
+    int32_t                       catchall_scope;
+    int32_t                       reserved;
+    int64_t                       catchall_cooldown_ms;
+} ngx_omniroute_settings_override_t;
+
+
+typedef struct {
+    int64_t                       cooldown_ms;  /* OR_MSEC_NONE: none */
+    int32_t                       status;       /* 0: any */
+    uint8_t                       reason;
+    uint8_t                       scope;
+    uint16_t                      match_len;
+    u_char                        id[NGX_OMNIROUTE_RULE_ID_MAX];
+    u_char                        match[NGX_OMNIROUTE_RULE_MATCH_MAX];
+} ngx_omniroute_rule_rec_t;
+
+
+/* operator error rules of a provider set at runtime (R-CLASS-4) */
+typedef struct {
+    uint32_t                      set;          /* 0: use nginx.conf's */
+    uint32_t                      n;
+    ngx_omniroute_rule_rec_t      rule[OR_OPRULES_MAX];
+} ngx_omniroute_rules_override_t;
+
+
+struct ngx_omniroute_main_conf_s;
+struct ngx_omniroute_provider_s;
 
 
 /* fields still unset take the environment's value (read at startup) */
@@ -38,11 +131,47 @@ const char *ngx_omniroute_settings_fill(or_kind_e kind,
  * The settings in force for a provider: its configured settings with the
  * runtime overrides applied.
  */
-struct ngx_omniroute_main_conf_s;
-struct ngx_omniroute_provider_s;
-
 void ngx_omniroute_settings_effective(struct ngx_omniroute_main_conf_s *omcf,
     struct ngx_omniroute_provider_s *p, ngx_omniroute_settings_t *out);
+
+/*
+ * The classifier configuration in force for a provider: the provider's
+ * class_conf with the operator rules and catch-all default set at runtime
+ * (if any) in place of nginx.conf's.  Rule strings are allocated from
+ * pool.  Returns NGX_OK or NGX_ERROR (out is then the configured one).
+ */
+ngx_int_t ngx_omniroute_settings_class(struct ngx_omniroute_main_conf_s *omcf,
+    struct ngx_omniroute_provider_s *p, ngx_pool_t *pool,
+    or_class_conf_t *out);
+
+/* the global settings in force */
+void ngx_omniroute_settings_global(struct ngx_omniroute_main_conf_s *omcf,
+    ngx_omniroute_global_settings_t *out);
+
+
+/* for the admin API (ngx_omniroute_api_settings.c) */
+
+extern ngx_omniroute_setting_desc_t  ngx_omniroute_provider_settings[];
+extern ngx_omniroute_setting_desc_t  ngx_omniroute_global_settings[];
+
+ngx_uint_t ngx_omniroute_settings_source(ngx_omniroute_settings_t *s,
+    ngx_omniroute_settings_override_t *ov, ngx_uint_t i);
+void ngx_omniroute_settings_apply(or_kind_e kind,
+    ngx_omniroute_settings_t *s, ngx_omniroute_settings_override_t *ov);
+void ngx_omniroute_settings_global_apply(
+    ngx_omniroute_global_settings_t *g,
+    ngx_omniroute_settings_override_t *ov);
+int64_t ngx_omniroute_settings_get(void *base,
+    ngx_omniroute_setting_desc_t *d);
+void ngx_omniroute_settings_set(void *base, ngx_omniroute_setting_desc_t *d,
+    int64_t v);
+ngx_int_t ngx_omniroute_settings_read_override(
+    struct ngx_omniroute_main_conf_s *omcf, ngx_str_t *key,
+    ngx_omniroute_settings_override_t *ov);
+ngx_int_t ngx_omniroute_settings_read_rules(
+    struct ngx_omniroute_main_conf_s *omcf, ngx_str_t *name,
+    ngx_omniroute_rules_override_t *rules);
+const char *ngx_omniroute_source_name(ngx_uint_t source);
 
 
 #endif /* _NGX_OMNIROUTE_SETTINGS_H_INCLUDED_ */

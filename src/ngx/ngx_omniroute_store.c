@@ -262,6 +262,64 @@ ngx_omniroute_store_update(ngx_omniroute_store_t *st, ngx_uint_t table,
 }
 
 
+/*
+ * Like ngx_omniroute_store_update(), but only for a record that exists:
+ * success paths touch state without creating any.  NGX_DECLINED when the
+ * record does not exist or did not change.
+ */
+
+ngx_int_t
+ngx_omniroute_store_touch(ngx_omniroute_store_t *st, ngx_uint_t table,
+    ngx_str_t *key, size_t size, ngx_omniroute_update_pt update, void *arg)
+{
+    uint32_t               hash;
+    ngx_int_t              rc;
+    or_msec_t              expires;
+    ngx_uint_t             res;
+    ngx_omniroute_node_t  *sn;
+
+    if (st == NULL || st->sh == NULL || key->len > NGX_OMNIROUTE_KEY_MAX) {
+        return NGX_DECLINED;
+    }
+
+    hash = ngx_omniroute_store_hash(table, key);
+
+    ngx_shmtx_lock(&st->shpool->mutex);
+
+    sn = ngx_omniroute_store_lookup(st->sh, table, key, hash);
+
+    if (sn == NULL || sn->size != ngx_align(size, sizeof(uint64_t))) {
+        ngx_shmtx_unlock(&st->shpool->mutex);
+        return NGX_DECLINED;
+    }
+
+    expires = sn->expires;
+
+    res = update(sn->data, arg, &expires);
+
+    rc = NGX_DECLINED;
+
+    if (res == NGX_OMNIROUTE_CHANGED) {
+        sn->expires = expires;
+        sn->version++;
+        ngx_omniroute_store_event(st->sh, table, key, NGX_OMNIROUTE_OP_SET,
+                                  0, ngx_omniroute_now());
+        rc = NGX_OK;
+
+    } else if (res == NGX_OMNIROUTE_DELETE) {
+        ngx_omniroute_store_free(st, sn);
+        ngx_omniroute_store_event(st->sh, table, key,
+                                  NGX_OMNIROUTE_OP_DELETE, 0,
+                                  ngx_omniroute_now());
+        rc = NGX_OK;
+    }
+
+    ngx_shmtx_unlock(&st->shpool->mutex);
+
+    return rc;
+}
+
+
 ngx_int_t
 ngx_omniroute_store_delete(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_str_t *key, ngx_uint_t remote)

@@ -138,6 +138,9 @@ ngx_int_t ngx_omniroute_store_read(ngx_omniroute_store_t *st,
 ngx_int_t ngx_omniroute_store_update(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_str_t *key, size_t size,
     ngx_omniroute_update_pt update, void *arg, ngx_uint_t remote);
+ngx_int_t ngx_omniroute_store_touch(ngx_omniroute_store_t *st,
+    ngx_uint_t table, ngx_str_t *key, size_t size,
+    ngx_omniroute_update_pt update, void *arg);
 ngx_int_t ngx_omniroute_store_delete(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_str_t *key, ngx_uint_t remote);
 ngx_uint_t ngx_omniroute_store_visit(ngx_omniroute_store_t *st,

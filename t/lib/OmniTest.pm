@@ -176,7 +176,21 @@ sub wait_port {
     return 0;
 }
 
+# stop and start nginx again: fresh shared state, same mocks
+sub restart {
+    my ($self, @wait_ports) = @_;
+    $self->stop_nginx;
+    return $self->run(@wait_ports);
+}
+
 sub stop {
+    my ($self) = @_;
+    $self->stop_nginx;
+    $_->stop for @{$self->{mocks}};
+    $self->{mocks} = [];
+}
+
+sub stop_nginx {
     my ($self) = @_;
 
     if ($self->{started}) {
@@ -191,9 +205,6 @@ sub stop {
         }
         $self->{started} = 0;
     }
-
-    $_->stop for @{$self->{mocks}};
-    $self->{mocks} = [];
 }
 
 sub read_file {

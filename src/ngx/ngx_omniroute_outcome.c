@@ -1,0 +1,579 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * The outcome of an attempt: classify it (src/core: restatement, then
+ * classification) and write it, exactly once, into the shared state:
+ * provider breaker, connection cooldown, model lockout, request_rejected
+ * per connection and model; count it for the metrics.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute.h"
+
+
+#define NGX_OMNIROUTE_LOCKOUT_KEY_MAX  NGX_OMNIROUTE_KEY_MAX
+#define NGX_OMNIROUTE_HEADERS_MAX      64
+
+
+typedef struct {
+    ngx_omniroute_settings_t     *settings;
+    or_verdict_t                 *verdict;
+    int                           status;
+    or_scope_e                    scope;
+    or_msec_t                     start;
+    or_msec_t                     now;
+    or_breaker_result_t           breaker;
+    or_cooldown_result_t          cooldown;
+    or_lockout_result_t           lockout;
+    const or_lockout_conf_t      *lockout_conf;
+} ngx_omniroute_outcome_t;
+
+
+static ngx_uint_t ngx_omniroute_breaker_failed(void *value, void *arg,
+    or_msec_t *expires);
+static ngx_uint_t ngx_omniroute_breaker_succeeded(void *value, void *arg,
+    or_msec_t *expires);
+static ngx_uint_t ngx_omniroute_conn_failed(void *value, void *arg,
+    or_msec_t *expires);
+static ngx_uint_t ngx_omniroute_conn_succeeded(void *value, void *arg,
+    or_msec_t *expires);
+static ngx_uint_t ngx_omniroute_lockout_failed(void *value, void *arg,
+    or_msec_t *expires);
+static ngx_uint_t ngx_omniroute_lockout_succeeded(void *value, void *arg,
+    or_msec_t *expires);
+static size_t ngx_omniroute_lockout_key(u_char *buf,
+    ngx_omniroute_candidate_t *cand, or_scope_e scope);
+static void ngx_omniroute_lockout_success(ngx_omniroute_store_t *st,
+    ngx_uint_t table, ngx_omniroute_candidate_t *cand, or_scope_e scope,
+    ngx_omniroute_outcome_t *o);
+static void ngx_omniroute_count_restatement(ngx_omniroute_store_t *st,
+    const char *rule);
+static void ngx_omniroute_log_breaker(ngx_http_request_t *r,
+    ngx_omniroute_candidate_t *cand, or_breaker_result_t *res);
+
+
+static ngx_omniroute_store_t *
+ngx_omniroute_store_of(ngx_http_request_t *r)
+{
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    return omcf->shm_zone ? &omcf->store : NULL;
+}
+
+
+/* restatement and classification of a held or transport-failed attempt */
+
+void
+ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a)
+{
+    ngx_uint_t        i, n;
+    or_header_t       hdrs[NGX_OMNIROUTE_HEADERS_MAX];
+    or_response_t     resp;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h;
+
+    ngx_memzero(&resp, sizeof(or_response_t));
+
+    resp.now_ms = ngx_omniroute_now();
+
+    if (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT) {
+        resp.transport = a->transport;
+        or_classify(&a->cand->provider->class_conf, &resp, &a->verdict);
+        return;
+    }
+
+    n = 0;
+    part = &a->sr->headers_out.headers.part;
+    h = part->elts;
+
+    for (i = 0; n < NGX_OMNIROUTE_HEADERS_MAX; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].hash == 0) {
+            continue;
+        }
+
+        hdrs[n].name = (const char *) h[i].key.data;
+        hdrs[n].name_len = h[i].key.len;
+        hdrs[n].value = (const char *) h[i].value.data;
+        hdrs[n].value_len = h[i].value.len;
+        n++;
+    }
+
+    resp.status = (int) a->status;
+    resp.transport = OR_TRANSPORT_OK;
+    resp.headers = hdrs;
+    resp.nheaders = n;
+
+    if (a->body) {
+        resp.body = (const char *) a->body->pos;
+        resp.body_len = a->body->last - a->body->pos;
+    }
+
+    or_classify(&a->cand->provider->class_conf, &resp, &a->verdict);
+
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute classify: %ui -> %s fall_over:%d breaker:%d",
+                   a->status, or_reason_name(a->verdict.reason),
+                   a->verdict.fall_over, a->verdict.counts_for_breaker);
+}
+
+
+void
+ngx_omniroute_record_failure(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a)
+{
+    int                         status;
+    size_t                      len;
+    u_char                      key[NGX_OMNIROUTE_LOCKOUT_KEY_MAX];
+    ngx_str_t                   k;
+    or_lockout_conf_t           rejected;
+    ngx_omniroute_store_t      *st;
+    ngx_omniroute_outcome_t     o;
+    ngx_omniroute_settings_t    settings;
+    ngx_omniroute_candidate_t  *cand;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    cand = a->cand;
+    st = ngx_omniroute_store_of(r);
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (st == NULL) {
+        return;
+    }
+
+    ngx_omniroute_settings_effective(omcf, cand->provider, &settings);
+
+    status = (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT)
+             ? 0 : (int) a->status;
+
+    if (a->verdict.restated_status) {
+        status = a->verdict.restated_status;
+        ngx_omniroute_count_restatement(st, a->verdict.rule_id);
+    }
+
+    ngx_memzero(&o, sizeof(ngx_omniroute_outcome_t));
+    o.settings = &settings;
+    o.verdict = &a->verdict;
+    o.status = status;
+    o.start = a->start;
+    o.now = ngx_omniroute_now();
+
+    (void) ngx_atomic_fetch_add(&st->sh->stats.attempts[a->verdict.reason],
+                                1);
+
+    /* request_rejected counts per connection and model, never bans */
+
+    if (a->verdict.reason == OR_REASON_REQUEST_REJECTED) {
+        or_lockout_conf_rejected(&rejected);
+        o.lockout_conf = &rejected;
+        o.scope = OR_SCOPE_MODEL;
+
+        len = ngx_omniroute_lockout_key(key, cand, OR_SCOPE_MODEL);
+        if (len) {
+            k.data = key;
+            k.len = len;
+            (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_REJECTED,
+                                              &k, sizeof(or_lockout_t),
+                                              ngx_omniroute_lockout_failed,
+                                              &o, 0);
+        }
+
+        return;
+    }
+
+    k = cand->conn->id;
+    (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_CONN, &k,
+                                      sizeof(or_conn_state_t),
+                                      ngx_omniroute_conn_failed, &o, 0);
+
+    if (!o.cooldown.skip_breaker
+        && or_breaker_counts_verdict(&a->verdict, status, a->transport))
+    {
+        k = cand->provider->name;
+        (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_BREAKER, &k,
+                                          sizeof(or_breaker_t),
+                                          ngx_omniroute_breaker_failed, &o,
+                                          0);
+
+        ngx_omniroute_log_breaker(r, cand, &o.breaker);
+    }
+
+    if (status && or_lockout_applies(&settings.lockout, status,
+                                     a->verdict.scope))
+    {
+        o.lockout_conf = &settings.lockout;
+        o.scope = or_lockout_scope(status, a->verdict.scope);
+
+        len = ngx_omniroute_lockout_key(key, cand, o.scope);
+        if (len) {
+            k.data = key;
+            k.len = len;
+            (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_LOCKOUT,
+                                              &k, sizeof(or_lockout_t),
+                                              ngx_omniroute_lockout_failed,
+                                              &o, 0);
+        }
+    }
+}
+
+
+void
+ngx_omniroute_record_success(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a)
+{
+    ngx_str_t                   k;
+    or_lockout_conf_t           rejected;
+    ngx_omniroute_store_t      *st;
+    ngx_omniroute_outcome_t     o;
+    ngx_omniroute_settings_t    settings;
+    ngx_omniroute_candidate_t  *cand;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    cand = a->cand;
+    st = ngx_omniroute_store_of(r);
+
+    if (st == NULL) {
+        return;
+    }
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+    ngx_omniroute_settings_effective(omcf, cand->provider, &settings);
+
+    ngx_memzero(&o, sizeof(ngx_omniroute_outcome_t));
+    o.settings = &settings;
+    o.start = a->start;
+    o.now = ngx_omniroute_now();
+
+    (void) ngx_atomic_fetch_add(&st->sh->stats.attempts[OR_REASON_NONE], 1);
+
+    /* only records that exist: a healthy system writes nothing */
+
+    k = cand->provider->name;
+    (void) ngx_omniroute_store_touch(st, NGX_OMNIROUTE_T_BREAKER, &k,
+                                     sizeof(or_breaker_t),
+                                     ngx_omniroute_breaker_succeeded, &o);
+
+    ngx_omniroute_log_breaker(r, cand, &o.breaker);
+
+    k = cand->conn->id;
+    (void) ngx_omniroute_store_touch(st, NGX_OMNIROUTE_T_CONN, &k,
+                                     sizeof(or_conn_state_t),
+                                     ngx_omniroute_conn_succeeded, &o);
+
+    if (settings.lockout.enabled) {
+        o.lockout_conf = &settings.lockout;
+        ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_LOCKOUT, cand,
+                                      OR_SCOPE_MODEL, &o);
+        ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_LOCKOUT, cand,
+                                      OR_SCOPE_BASE_MODEL, &o);
+        ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_LOCKOUT, cand,
+                                      OR_SCOPE_QUOTA_FAMILY, &o);
+    }
+
+    or_lockout_conf_rejected(&rejected);
+    o.lockout_conf = &rejected;
+    ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_REJECTED, cand,
+                                  OR_SCOPE_MODEL, &o);
+}
+
+
+static void
+ngx_omniroute_lockout_success(ngx_omniroute_store_t *st, ngx_uint_t table,
+    ngx_omniroute_candidate_t *cand, or_scope_e scope,
+    ngx_omniroute_outcome_t *o)
+{
+    u_char     key[NGX_OMNIROUTE_LOCKOUT_KEY_MAX];
+    ngx_str_t  k;
+
+    k.len = ngx_omniroute_lockout_key(key, cand, scope);
+    k.data = key;
+
+    if (k.len) {
+        (void) ngx_omniroute_store_touch(st, table, &k, sizeof(or_lockout_t),
+                                         ngx_omniroute_lockout_succeeded, o);
+    }
+}
+
+
+/* "provider:connection:<scope>:<name>" (see or_lockout.h) */
+
+static size_t
+ngx_omniroute_lockout_key(u_char *buf, ngx_omniroute_candidate_t *cand,
+    or_scope_e scope)
+{
+    ngx_omniroute_provider_t  *p;
+
+    p = cand->provider;
+
+    return or_lockout_key((char *) buf, NGX_OMNIROUTE_LOCKOUT_KEY_MAX,
+                          (const char *) p->name.data, p->name.len,
+                          (const char *) cand->conn->id.data,
+                          cand->conn->id.len,
+                          (const char *) cand->target->model.data,
+                          cand->target->model.len, scope,
+                          p->families.elts, p->families.nelts);
+}
+
+
+/* the lockout keys of a candidate, for planning */
+
+size_t
+ngx_omniroute_candidate_lockout_key(u_char *buf,
+    ngx_omniroute_candidate_t *cand, or_scope_e scope)
+{
+    return ngx_omniroute_lockout_key(buf, cand, scope);
+}
+
+
+static ngx_uint_t
+ngx_omniroute_breaker_failed(void *value, void *arg, or_msec_t *expires)
+{
+    ngx_omniroute_outcome_t *o = arg;
+
+    or_breaker_failure(&o->settings->breaker, value, o->verdict->reason,
+                       o->start, o->now, &o->breaker);
+
+    return o->breaker.changed ? NGX_OMNIROUTE_CHANGED
+                              : NGX_OMNIROUTE_UNCHANGED;
+}
+
+
+static ngx_uint_t
+ngx_omniroute_breaker_succeeded(void *value, void *arg, or_msec_t *expires)
+{
+    ngx_omniroute_outcome_t *o = arg;
+
+    or_breaker_success(&o->settings->breaker, value, o->start, o->now,
+                       &o->breaker);
+
+    return o->breaker.changed ? NGX_OMNIROUTE_CHANGED
+                              : NGX_OMNIROUTE_UNCHANGED;
+}
+
+
+static ngx_uint_t
+ngx_omniroute_conn_failed(void *value, void *arg, or_msec_t *expires)
+{
+    ngx_omniroute_outcome_t *o = arg;
+
+    or_cooldown_fail(&o->settings->cooldown, value, o->verdict, o->status,
+                     o->start, o->now, &o->cooldown);
+
+    return o->cooldown.changed ? NGX_OMNIROUTE_CHANGED
+                               : NGX_OMNIROUTE_UNCHANGED;
+}
+
+
+static ngx_uint_t
+ngx_omniroute_conn_succeeded(void *value, void *arg, or_msec_t *expires)
+{
+    ngx_omniroute_outcome_t *o = arg;
+
+    return or_cooldown_success(value, o->start, o->now)
+           ? NGX_OMNIROUTE_CHANGED : NGX_OMNIROUTE_UNCHANGED;
+}
+
+
+static ngx_uint_t
+ngx_omniroute_lockout_failed(void *value, void *arg, or_msec_t *expires)
+{
+    ngx_omniroute_outcome_t *o = arg;
+
+    or_lockout_t  *lo = value;
+
+    or_lockout_fail(o->lockout_conf, lo, o->verdict, o->status, o->scope,
+                    o->start, o->now, &o->lockout);
+
+    if (!o->lockout.changed) {
+        return NGX_OMNIROUTE_UNCHANGED;
+    }
+
+    *expires = lo->until + o->lockout_conf->window_ms;
+
+    return NGX_OMNIROUTE_CHANGED;
+}
+
+
+static ngx_uint_t
+ngx_omniroute_lockout_succeeded(void *value, void *arg, or_msec_t *expires)
+{
+    ngx_omniroute_outcome_t *o = arg;
+
+    or_lockout_t  *lo = value;
+
+    switch (or_lockout_success(lo, o->start, o->now)) {
+
+    case OR_LO_DELETED:
+        /* an empty, newer state: kept until it expires (a tombstone) */
+        *expires = o->now + o->lockout_conf->window_ms;
+        return NGX_OMNIROUTE_CHANGED;
+
+    case OR_LO_HALVED:
+        return NGX_OMNIROUTE_CHANGED;
+
+    default:
+        return NGX_OMNIROUTE_UNCHANGED;
+    }
+}
+
+
+static void
+ngx_omniroute_log_breaker(ngx_http_request_t *r,
+    ngx_omniroute_candidate_t *cand, or_breaker_result_t *res)
+{
+    ngx_uint_t  level;
+
+    if (res->from == res->to) {
+        return;
+    }
+
+    level = (res->to == OR_CB_OPEN) ? NGX_LOG_WARN : NGX_LOG_NOTICE;
+
+    ngx_log_error(level, r->connection->log, 0,
+                  "omniroute: circuit breaker of provider \"%V\" %s -> %s",
+                  &cand->provider->name, or_breaker_state_name(res->from),
+                  or_breaker_state_name(res->to));
+}
+
+
+void
+ngx_omniroute_count(ngx_http_request_t *r, ngx_uint_t outcome)
+{
+    ngx_omniroute_store_t  *st;
+
+    st = ngx_omniroute_store_of(r);
+
+    if (st && st->sh && outcome < NGX_OMNIROUTE_OUT_COUNT) {
+        (void) ngx_atomic_fetch_add(&st->sh->stats.requests[outcome], 1);
+    }
+}
+
+
+void
+ngx_omniroute_count_fallback(ngx_http_request_t *r, or_reason_e reason)
+{
+    ngx_omniroute_store_t  *st;
+
+    st = ngx_omniroute_store_of(r);
+
+    if (st && st->sh && (unsigned) reason < OR_REASON_COUNT) {
+        (void) ngx_atomic_fetch_add(&st->sh->stats.fallbacks[reason], 1);
+    }
+}
+
+
+static void
+ngx_omniroute_count_restatement(ngx_omniroute_store_t *st, const char *rule)
+{
+    size_t                       len;
+    ngx_uint_t                   i;
+    ngx_omniroute_rule_count_t  *rc;
+
+    if (st->sh == NULL) {
+        return;
+    }
+
+    if (rule == NULL) {
+        rule = "unnamed";
+    }
+
+    len = ngx_min(ngx_strlen(rule), NGX_OMNIROUTE_RULE_NAME_MAX - 1);
+
+    ngx_shmtx_lock(&st->shpool->mutex);
+
+    for (i = 0; i < NGX_OMNIROUTE_RULE_SLOTS; i++) {
+        rc = &st->sh->stats.restatements[i];
+
+        if (rc->name[0] == '\0') {
+            ngx_memcpy(rc->name, rule, len);
+            rc->name[len] = '\0';
+        }
+
+        if (ngx_strncmp(rc->name, rule, len) == 0 && rc->name[len] == '\0')
+        {
+            rc->count++;
+            break;
+        }
+    }
+
+    ngx_shmtx_unlock(&st->shpool->mutex);
+}
+
+
+/*
+ * The held error becomes the client's response: restated status (status
+ * line rebuilt) and Retry-After from restatement (R-CLASS-1).
+ */
+
+ngx_int_t
+ngx_omniroute_apply_restatement(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a)
+{
+    u_char           *p;
+    ngx_str_t         name, value;
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h;
+
+    if (a->verdict.restated_status) {
+        r->headers_out.status = a->verdict.restated_status;
+        r->headers_out.status_line.len = 0;
+    }
+
+    if (a->verdict.retry_after_s < 0) {
+        return NGX_OK;
+    }
+
+    part = &r->headers_out.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].key.len == sizeof("Retry-After") - 1
+            && ngx_strncasecmp(h[i].key.data, (u_char *) "Retry-After",
+                               sizeof("Retry-After") - 1) == 0)
+        {
+            h[i].hash = 0;
+        }
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    value.data = p;
+    value.len = ngx_sprintf(p, "%i", (ngx_int_t) a->verdict.retry_after_s)
+                - p;
+
+    ngx_str_set(&name, "Retry-After");
+
+    return ngx_omniroute_add_header(r, &name, &value);
+}
