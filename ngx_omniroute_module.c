@@ -67,6 +67,34 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       1,
       NULL },
 
+    { ngx_string("omniroute_model_lockout"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_omniroute_model_lockout,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_error_rule"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_omniroute_error_rule,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_error_default"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_omniroute_error_rule,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      1,
+      NULL },
+
+    { ngx_string("omniroute_restate"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_omniroute_restate,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("omniroute_pass"),
       NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
       ngx_omniroute_pass,
@@ -161,10 +189,15 @@ ngx_omniroute_create_main_conf(ngx_conf_t *cf)
            != NGX_OK
         || ngx_array_init(&omcf->models, cf->pool, 8,
                           sizeof(ngx_omniroute_model_t))
+           != NGX_OK
+        || ngx_array_init(&omcf->rules, cf->pool, 4,
+                          sizeof(ngx_omniroute_rule_conf_t))
            != NGX_OK)
     {
         return NULL;
     }
+
+    or_lockout_conf_init(&omcf->lockout);
 
     return omcf;
 }

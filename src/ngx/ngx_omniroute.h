@@ -80,10 +80,29 @@ typedef struct {
 } ngx_omniroute_model_t;
 
 
+/* an error rule, catch-all default or restatement, until attached */
+typedef struct {
+    ngx_str_t                     provider;
+    ngx_uint_t                    type;         /* rule, default, restate */
+    ngx_uint_t                    line;
+    ngx_str_t                     file;
+    or_oprule_t                   oprule;
+    or_catchall_t                 catchall;
+    or_restate_rule_t             restate;
+} ngx_omniroute_rule_conf_t;
+
+
+#define NGX_OMNIROUTE_RULE_OPERATOR  0
+#define NGX_OMNIROUTE_RULE_DEFAULT   1
+#define NGX_OMNIROUTE_RULE_RESTATE   2
+
+
 typedef struct ngx_omniroute_main_conf_s {
     ngx_array_t                   providers;    /* ngx_omniroute_provider_t */
     ngx_array_t                   connections;  /* ngx_omniroute_connection_t */
     ngx_array_t                   models;       /* ngx_omniroute_model_t */
+    ngx_array_t                   rules;        /* error rules, restatements */
+    or_lockout_conf_t             lockout;      /* omniroute_model_lockout */
     ngx_shm_zone_t               *shm_zone;
     ngx_omniroute_store_t         store;
 } ngx_omniroute_main_conf_t;
@@ -172,6 +191,18 @@ char *ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf);
+
+/* resilience directives (ngx_omniroute_rules_conf.c) */
+char *ngx_omniroute_model_lockout(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_omniroute_error_rule(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_omniroute_restate(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+ngx_int_t ngx_omniroute_provider_setting(ngx_conf_t *cf,
+    ngx_omniroute_provider_t *p, ngx_str_t *arg);
+ngx_int_t ngx_omniroute_rules_init(ngx_conf_t *cf,
+    ngx_omniroute_main_conf_t *omcf);
+void ngx_omniroute_class_conf_init(ngx_omniroute_provider_t *p);
 
 /* request path (ngx_omniroute_request.c) */
 ngx_int_t ngx_omniroute_handler(ngx_http_request_t *r);

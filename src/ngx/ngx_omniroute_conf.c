@@ -115,6 +115,7 @@ ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_omniroute_main_conf_t *omcf = conf;
 
+    ngx_int_t                  rc;
     ngx_str_t                 *value, s;
     ngx_uint_t                 i, have_url;
     ngx_omniroute_provider_t  *p;
@@ -152,7 +153,15 @@ ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (ngx_array_init(&p->headers, cf->pool, 2,
                        sizeof(ngx_omniroute_header_t))
-        != NGX_OK)
+        != NGX_OK
+        || ngx_array_init(&p->oprules, cf->pool, 2, sizeof(or_oprule_t))
+           != NGX_OK
+        || ngx_array_init(&p->restate, cf->pool, 1,
+                          sizeof(or_restate_rule_t))
+           != NGX_OK
+        || ngx_array_init(&p->families, cf->pool, 1,
+                          sizeof(or_family_rule_t))
+           != NGX_OK)
     {
         return NGX_CONF_ERROR;
     }
@@ -219,9 +228,18 @@ ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid parameter \"%V\" of provider \"%V\"",
-                           &value[i], &p->name);
+        rc = ngx_omniroute_provider_setting(cf, p, &value[i]);
+
+        if (rc == NGX_OK) {
+            continue;
+        }
+
+        if (rc == NGX_DECLINED) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\" of provider "
+                               "\"%V\"", &value[i], &p->name);
+        }
+
         return NGX_CONF_ERROR;
     }
 
@@ -806,6 +824,14 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
 
     p = omcf->providers.elts;
     c = omcf->connections.elts;
+
+    for (i = 0; i < omcf->providers.nelts; i++) {
+        ngx_omniroute_class_conf_init(&p[i]);
+    }
+
+    if (ngx_omniroute_rules_init(cf, omcf) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
 
     for (i = 0; i < omcf->providers.nelts; i++) {
         ngx_omniroute_settings_env(p[i].kind, &p[i].settings);
