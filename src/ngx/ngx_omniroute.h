@@ -123,7 +123,6 @@ typedef struct {
     ngx_omniroute_provider_t     *provider;
     ngx_omniroute_target_t       *target;
     ngx_uint_t                    order;        /* position in config order */
-    ngx_uint_t                    half_open;    /* breaker wants a probe */
 } ngx_omniroute_candidate_t;
 
 

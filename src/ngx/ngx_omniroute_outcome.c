@@ -142,6 +142,7 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
     int                         status;
     size_t                      len;
     u_char                      key[NGX_OMNIROUTE_LOCKOUT_KEY_MAX];
+    ngx_uint_t                  lockout;
     ngx_str_t                   k;
     or_lockout_conf_t           rejected;
     ngx_omniroute_store_t      *st;
@@ -198,10 +199,20 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
         return;
     }
 
-    k = cand->conn->id;
-    (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_CONN, &k,
-                                      sizeof(or_conn_state_t),
-                                      ngx_omniroute_conn_failed, &o, 0);
+    /*
+     * A failure the (opt-in) model lockout takes is the model's, not the
+     * connection's; every other one goes to the connection (R-ML-2).
+     */
+
+    lockout = (status && or_lockout_applies(&settings.lockout, status,
+                                            a->verdict.scope));
+
+    if (!lockout) {
+        k = cand->conn->id;
+        (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_CONN, &k,
+                                          sizeof(or_conn_state_t),
+                                          ngx_omniroute_conn_failed, &o, 0);
+    }
 
     if (!o.cooldown.skip_breaker
         && or_breaker_counts_verdict(&a->verdict, status, a->transport))
@@ -215,9 +226,7 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
         ngx_omniroute_log_breaker(r, cand, &o.breaker);
     }
 
-    if (status && or_lockout_applies(&settings.lockout, status,
-                                     a->verdict.scope))
-    {
+    if (lockout) {
         o.lockout_conf = &settings.lockout;
         o.scope = or_lockout_scope(status, a->verdict.scope);
 

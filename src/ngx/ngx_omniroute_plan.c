@@ -23,7 +23,6 @@
 typedef struct {
     ngx_omniroute_provider_t     *provider;
     or_msec_t                     retry_after;  /* 0: eligible */
-    ngx_uint_t                    half_open;
 } ngx_omniroute_breaker_view_t;
 
 
@@ -115,7 +114,6 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                                                           : &views[0];
             bv->provider = cand[i].provider;
             bv->retry_after = 0;
-            bv->half_open = 0;
 
             if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_BREAKER,
                                          &cand[i].provider->name, &cb,
@@ -124,9 +122,6 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
             {
                 bv->retry_after = or_breaker_retry_after(&settings.breaker,
                                                          &cb, now);
-                bv->half_open = (or_breaker_state(&settings.breaker, &cb,
-                                                  now)
-                                 == OR_CB_HALF_OPEN);
             }
         }
 
@@ -140,8 +135,6 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
             continue;
         }
-
-        cand[i].half_open = bv->half_open;
 
         /* the connection's cooldown or terminal state */
 
@@ -369,28 +362,42 @@ ngx_omniroute_select_update(void *value, void *arg, or_msec_t *expires)
 
 
 /*
- * HALF_OPEN admits a single probe at a time (R-CB-4): NGX_DECLINED when
- * another request holds the probe.
+ * At dispatch: NGX_DECLINED when the provider's breaker is open, or is
+ * HALF_OPEN and another request holds its single probe (R-CB-4).
  */
 
 ngx_int_t
 ngx_omniroute_admit(ngx_http_request_t *r, ngx_omniroute_candidate_t *cand)
 {
+    or_breaker_t                cb;
     ngx_omniroute_admit_t       adm;
     ngx_omniroute_settings_t    settings;
     ngx_omniroute_main_conf_t  *omcf;
 
-    if (!cand->half_open) {
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (omcf->shm_zone == NULL
+        || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_BREAKER,
+                                    &cand->provider->name, &cb,
+                                    sizeof(or_breaker_t))
+           != NGX_OK)
+    {
         return NGX_OK;
     }
-
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
 
     ngx_omniroute_settings_effective(omcf, cand->provider, &settings);
 
     adm.settings = &settings;
     adm.now = ngx_omniroute_now();
     adm.admit = OR_CB_ALLOW;
+
+    /* the breaker may have opened since planning (this very request) */
+
+    if (or_breaker_state(&settings.breaker, &cb, adm.now) != OR_CB_HALF_OPEN)
+    {
+        return or_breaker_eligible(&settings.breaker, &cb, adm.now)
+               ? NGX_OK : NGX_DECLINED;
+    }
 
     (void) ngx_omniroute_store_update(&omcf->store, NGX_OMNIROUTE_T_BREAKER,
                                       &cand->provider->name,

@@ -420,7 +420,6 @@ ngx_omniroute_plan(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
             cand->provider = &p[t->provider];
             cand->target = t;
             cand->order = ctx->candidates.nelts - 1;
-            cand->half_open = 0;
         }
 
         /* stable insertion sort of this target's connections by priority */
