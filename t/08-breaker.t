@@ -50,7 +50,8 @@ $t->config(<<"EOF");
     omniroute_combo chain flaky/m good/m;
     omniroute_model authonly auth/m;
 
-    log_format omni '\$pid \$status \$omniroute_attempts \$omniroute_connection';
+    log_format omni '\$pid \$status \$omniroute_attempts \$omniroute_connection'
+                    ' \$omniroute_failure_reason \$omniroute_breaker_state';
 
     server {
         listen 127.0.0.1:%%PORT_gw%% reuseport;
@@ -98,8 +99,12 @@ like($t->error_log, qr/circuit breaker of provider "flaky" \S+ -> OPEN/,
 
 # both workers counted into the same breaker
 $t->stop_nginx;
-my %pids = map { (split / /)[0] => 1 } grep { / 2 g1$/ }
-    split /\n/, $t->read_file('logs/omni.log');
+my @lines = split /\n/, $t->read_file('logs/omni.log');
+my %pids = map { (split / /)[0] => 1 } grep { / 2 g1 / } @lines;
+like($lines[0], qr/ 200 2 g1 server_error closed$/,
+     'R-REQ-7 $omniroute_failure_reason and $omniroute_breaker_state');
+like($lines[12], qr/ 200 1 g1 - closed$/,
+     'R-REQ-7 no failure in a request that skipped the open provider');
 cmp_ok(scalar keys %pids, '>=', 2,
        'R-CB-2 the failures were seen by both worker processes')
     or diag('all twelve requests landed on one worker');

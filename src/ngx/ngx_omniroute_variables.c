@@ -21,7 +21,9 @@ typedef enum {
     NGX_OMNIROUTE_VAR_PROVIDER,
     NGX_OMNIROUTE_VAR_UPSTREAM_MODEL,
     NGX_OMNIROUTE_VAR_MODEL,
-    NGX_OMNIROUTE_VAR_ATTEMPTS
+    NGX_OMNIROUTE_VAR_ATTEMPTS,
+    NGX_OMNIROUTE_VAR_FAILURE_REASON,
+    NGX_OMNIROUTE_VAR_BREAKER_STATE
 } ngx_omniroute_var_e;
 
 
@@ -29,6 +31,9 @@ static ngx_int_t ngx_omniroute_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_omniroute_attempt_t *ngx_omniroute_var_attempt(
     ngx_omniroute_ctx_t *ctx);
+static const char *ngx_omniroute_failure_reason(ngx_omniroute_ctx_t *ctx);
+static const char *ngx_omniroute_breaker_state(ngx_http_request_t *r,
+    ngx_omniroute_provider_t *p);
 
 
 static ngx_http_variable_t  ngx_omniroute_vars[] = {
@@ -50,6 +55,12 @@ static ngx_http_variable_t  ngx_omniroute_vars[] = {
 
     { ngx_string("omniroute_attempts"), NULL, ngx_omniroute_variable,
       NGX_OMNIROUTE_VAR_ATTEMPTS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("omniroute_failure_reason"), NULL, ngx_omniroute_variable,
+      NGX_OMNIROUTE_VAR_FAILURE_REASON, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("omniroute_breaker_state"), NULL, ngx_omniroute_variable,
+      NGX_OMNIROUTE_VAR_BREAKER_STATE, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -98,6 +109,7 @@ ngx_omniroute_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
 {
     u_char                   *p;
     ngx_str_t                 s;
+    const char               *name;
     ngx_omniroute_ctx_t      *ctx;
     ngx_omniroute_attempt_t  *a;
 
@@ -140,6 +152,22 @@ ngx_omniroute_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         s = ctx->model;
         break;
 
+    case NGX_OMNIROUTE_VAR_FAILURE_REASON:
+        name = ngx_omniroute_failure_reason(ctx);
+        if (name) {
+            s.data = (u_char *) name;
+            s.len = ngx_strlen(name);
+        }
+        break;
+
+    case NGX_OMNIROUTE_VAR_BREAKER_STATE:
+        name = a ? ngx_omniroute_breaker_state(r, a->cand->provider) : NULL;
+        if (name) {
+            s.data = (u_char *) name;
+            s.len = ngx_strlen(name);
+        }
+        break;
+
     default: /* NGX_OMNIROUTE_VAR_ATTEMPTS */
         p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
         if (p == NULL) {
@@ -163,4 +191,62 @@ ngx_omniroute_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
     v->not_found = 0;
 
     return NGX_OK;
+}
+
+
+/* the reason of the latest failed attempt, or NULL */
+
+static const char *
+ngx_omniroute_failure_reason(ngx_omniroute_ctx_t *ctx)
+{
+    ngx_uint_t                i;
+    ngx_omniroute_attempt_t  *a;
+
+    a = ctx->attempts.elts;
+
+    for (i = ctx->attempts.nelts; i > 0; i--) {
+        if (a[i - 1].verdict.reason != OR_REASON_NONE) {
+            return or_reason_name(a[i - 1].verdict.reason);
+        }
+    }
+
+    return NULL;
+}
+
+
+/* the provider's breaker state now ("closed" when it has no record) */
+
+static const char *
+ngx_omniroute_breaker_state(ngx_http_request_t *r, ngx_omniroute_provider_t *p)
+{
+    or_breaker_t                cb;
+    ngx_omniroute_settings_t    settings;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (omcf->shm_zone == NULL
+        || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_BREAKER,
+                                    &p->name, &cb, sizeof(or_breaker_t))
+           != NGX_OK)
+    {
+        return "closed";
+    }
+
+    ngx_omniroute_settings_effective(omcf, p, &settings);
+
+    switch (or_breaker_state(&settings.breaker, &cb, ngx_omniroute_now())) {
+
+    case OR_CB_DEGRADED:
+        return "degraded";
+
+    case OR_CB_OPEN:
+        return "open";
+
+    case OR_CB_HALF_OPEN:
+        return "half_open";
+
+    default:
+        return "closed";
+    }
 }
