@@ -113,7 +113,7 @@ typedef struct {
     ngx_str_t                     prefix;       /* location prefix to strip */
     ngx_int_t                     max_attempts;
     size_t                        error_body_max;
-    ngx_flag_t                    enabled;
+    ngx_flag_t                    stream_probe;
 } ngx_omniroute_loc_conf_t;
 
 
@@ -138,6 +138,8 @@ typedef enum {
     NGX_OMNIROUTE_ATTEMPT_RUNNING = 0,
     NGX_OMNIROUTE_ATTEMPT_COMMITTED,    /* response streamed to the client */
     NGX_OMNIROUTE_ATTEMPT_HELD,         /* error response held, body read */
+    NGX_OMNIROUTE_ATTEMPT_PROBING,      /* 200 stream held until its first
+                                           event */
     NGX_OMNIROUTE_ATTEMPT_TRANSPORT     /* no response: connect/timeout */
 } ngx_omniroute_attempt_state_e;
 
@@ -151,6 +153,8 @@ typedef struct {
     or_transport_e                transport;
     ngx_uint_t                    status;       /* provider status or 502/504 */
     ngx_buf_t                    *body;         /* held error body */
+    ngx_str_t                     event;        /* error event in a 200
+                                                   stream, classified */
     ngx_uint_t                    truncated;    /* held body hit the bound */
     ngx_uint_t                    header_seen;
     ngx_uint_t                    done;
@@ -213,6 +217,7 @@ ngx_int_t ngx_omniroute_add_route_headers(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a);
+ngx_uint_t ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx);
 
 /* JSON errors (ngx_omniroute_error.c) */
 ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);

@@ -15,6 +15,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute.h"
+#include "or_sse.h"
 
 
 static ngx_int_t ngx_omniroute_header_filter(ngx_http_request_t *r);
@@ -24,6 +25,11 @@ static ngx_int_t ngx_omniroute_commit(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_error_page_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
+static ngx_uint_t ngx_omniroute_is_event_stream(ngx_http_request_t *r);
+static ngx_uint_t ngx_omniroute_collect(ngx_omniroute_attempt_t *a,
+    ngx_chain_t *in);
+static ngx_int_t ngx_omniroute_probe(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, ngx_chain_t *in);
 
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
@@ -114,7 +120,41 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
         return NGX_OK;
     }
 
+    /*
+     * A 200 stream that may still fall over is held until its first
+     * meaningful event (R-REQ-5): an error event there falls over.
+     */
+
+    if (ctx->lcf->stream_probe
+        && ngx_omniroute_is_event_stream(r)
+        && ngx_omniroute_may_continue(ctx))
+    {
+        a->state = NGX_OMNIROUTE_ATTEMPT_PROBING;
+
+        a->body = ngx_create_temp_buf(r->pool, ctx->lcf->error_body_max);
+        if (a->body == NULL) {
+            return NGX_ERROR;
+        }
+
+        r->filter_need_in_memory = 1;
+
+        return NGX_OK;
+    }
+
     return ngx_omniroute_commit(r, ctx);
+}
+
+
+static ngx_uint_t
+ngx_omniroute_is_event_stream(ngx_http_request_t *r)
+{
+    ngx_str_t  *ct;
+
+    ct = &r->headers_out.content_type;
+
+    return ct->len >= sizeof("text/event-stream") - 1
+           && ngx_strncasecmp(ct->data, (u_char *) "text/event-stream",
+                              sizeof("text/event-stream") - 1) == 0;
 }
 
 
@@ -152,22 +192,46 @@ ngx_omniroute_commit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 static ngx_int_t
 ngx_omniroute_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
-    size_t                    n;
-    ngx_buf_t                *b, *body;
-    ngx_chain_t              *cl;
+    ngx_omniroute_ctx_t      *ctx;
     ngx_omniroute_attempt_t  *a;
 
     if (r == r->main) {
         return ngx_omniroute_error_page_filter(r, in);
     }
 
-    a = ngx_omniroute_attempt_of(r, NULL);
+    a = ngx_omniroute_attempt_of(r, &ctx);
 
-    if (a == NULL || a->state != NGX_OMNIROUTE_ATTEMPT_HELD) {
+    if (a == NULL) {
         return ngx_http_next_body_filter(r, in);
     }
 
+    switch (a->state) {
+
+    case NGX_OMNIROUTE_ATTEMPT_HELD:
+        (void) ngx_omniroute_collect(a, in);
+        return NGX_OK;
+
+    case NGX_OMNIROUTE_ATTEMPT_PROBING:
+        return ngx_omniroute_probe(r, ctx, a, in);
+
+    default:
+        return ngx_http_next_body_filter(r, in);
+    }
+}
+
+
+/* copy the chain into a->body (bounded) and consume it; 1: last seen */
+
+static ngx_uint_t
+ngx_omniroute_collect(ngx_omniroute_attempt_t *a, ngx_chain_t *in)
+{
+    size_t        n;
+    ngx_buf_t    *b, *body;
+    ngx_uint_t    last;
+    ngx_chain_t  *cl;
+
     body = a->body;
+    last = 0;
 
     for (cl = in; cl; cl = cl->next) {
         b = cl->buf;
@@ -188,9 +252,94 @@ ngx_omniroute_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         if (b->in_file) {
             b->file_pos = b->file_last;
         }
+
+        if (b->last_buf || b->last_in_chain) {
+            last = 1;
+        }
     }
 
-    return NGX_OK;
+    return last;
+}
+
+
+/*
+ * A 200 stream before its first meaningful event: an error event turns
+ * the attempt into a held failure; anything else commits it, the bytes
+ * read so far first.
+ */
+
+static ngx_int_t
+ngx_omniroute_probe(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a, ngx_chain_t *in)
+{
+    off_t            size;
+    ngx_buf_t       *b;
+    ngx_uint_t       last;
+    ngx_chain_t      out, *cl;
+    or_sse_error_t   err;
+    or_sse_first_e   first;
+
+    size = 0;
+
+    for (cl = in; cl; cl = cl->next) {
+        size += ngx_buf_size(cl->buf);
+    }
+
+    if (size > a->body->end - a->body->last) {
+        /* no event within the bound: commit, held bytes first */
+        first = OR_SSE_CONTENT;
+        last = 0;
+        goto commit;
+    }
+
+    last = ngx_omniroute_collect(a, in);
+    in = NULL;
+
+    first = or_sse_first_event((const char *) a->body->pos,
+                               a->body->last - a->body->pos, &err);
+
+    if (first == OR_SSE_ERROR) {
+        a->state = NGX_OMNIROUTE_ATTEMPT_HELD;
+        a->status = err.status;
+        a->event.data = (u_char *) err.data;
+        a->event.len = err.data_len;
+        ctx->last_held = a;
+        r->header_sent = 1;
+
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "omniroute: error event in a 200 stream (%d)",
+                       err.status);
+        return NGX_OK;
+    }
+
+    if (first == OR_SSE_MORE && !last) {
+        return NGX_OK;
+    }
+
+commit:
+
+    if (ngx_omniroute_commit(r, ctx) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (a->body->last == a->body->pos) {
+        return (in == NULL) ? NGX_OK : ngx_http_next_body_filter(r, in);
+    }
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    b->pos = a->body->pos;
+    b->last = a->body->last;
+    b->memory = 1;
+    b->flush = 1;
+
+    out.buf = b;
+    out.next = in;
+
+    return ngx_http_next_body_filter(r, &out);
 }
 
 

@@ -121,7 +121,11 @@ ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a)
     resp.headers = hdrs;
     resp.nheaders = n;
 
-    if (a->body) {
+    if (a->event.len) {
+        resp.body = (const char *) a->event.data;
+        resp.body_len = a->event.len;
+
+    } else if (a->body) {
         resp.body = (const char *) a->body->pos;
         resp.body_len = a->body->last - a->body->pos;
     }

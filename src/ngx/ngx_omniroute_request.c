@@ -916,8 +916,16 @@ ngx_uint_t
 ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a)
 {
-    return a->verdict.fall_over
-           && ctx->next < ctx->candidates.nelts
+    return a->verdict.fall_over && ngx_omniroute_may_continue(ctx);
+}
+
+
+/* another attempt is possible: candidates and the attempt limit allow */
+
+ngx_uint_t
+ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx)
+{
+    return ctx->next < ctx->candidates.nelts
            && ctx->attempts.nelts < (ngx_uint_t) ctx->lcf->max_attempts;
 }
 

@@ -16,6 +16,9 @@ package MockProvider;
 #   body=TEXT          error body text (with status=N), URI-escaped
 #   retry=S            add "Retry-After: S"
 #   sse=N              200 text/event-stream with N data events + [DONE]
+#   sseerr=TYPE        200 text/event-stream whose first event is an error
+#                      of that type (after a ": ping" comment with ping=1;
+#                      Anthropic style "event: error" with anthropic=1)
 #   gap=MS             delay between SSE events (default 200)
 #   delay=MS           wait before answering
 #   reset              close the connection with RST, no response
@@ -215,6 +218,23 @@ sub respond {
     }
 
     my $model = eval { decode_json($req->{body})->{model} } // '';
+
+    if ($o{sseerr}) {
+        my $ev = JSON::PP->new->canonical->encode({ error => {
+            type => $o{sseerr}, message => "mock $self->{name} $o{sseerr}" } });
+        if ($o{anthropic}) {
+            $ev = JSON::PP->new->canonical->encode({ type => 'error',
+                error => { type => $o{sseerr}, message => 'Overloaded' } });
+        }
+        my $out = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            . "Connection: close\r\n\r\n";
+        $out .= ": ping\n\n" if $o{ping};
+        $out .= "event: error\n" if $o{anthropic};
+        $out .= "data: $ev\n\n";
+        syswrite($c, $out);
+        close $c;
+        return 0;
+    }
 
     if ($o{sse}) {
         my $gap = ($o{gap} // 200) / 1000;
