@@ -96,6 +96,7 @@ demo: deps build
 
 bench: deps build
 	bash bench/run.sh
+	bash bench/failover.sh
 
 $(BUILD)/fuzz/%: fuzz/%.c $(CORE_SRCS) $(CORE_HDRS)
 	@mkdir -p $(dir $@)
