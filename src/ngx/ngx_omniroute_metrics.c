@@ -1,0 +1,488 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * GET /metrics: Prometheus text exposition format 0.0.4 (SPEC §12).
+ * Counters come from the zone's atomic stats (never reset, so they count
+ * from the first start, across reloads); gauges are derived from the
+ * state records at scrape time, with the same lazy normalization as
+ * planning (an expired OPEN breaker is HALF_OPEN).  See docs/metrics.md.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute_api.h"
+
+
+#define NGX_OMNIROUTE_METRICS_LINE  2048    /* room kept for one line */
+
+
+typedef struct {
+    u_char                       *start;
+    u_char                       *pos;
+    u_char                       *end;
+    ngx_pool_t                   *pool;
+    ngx_uint_t                    error;
+} ngx_omniroute_metrics_buf_t;
+
+
+typedef struct {
+    ngx_omniroute_main_conf_t    *omcf;
+    ngx_uint_t                   *lockouts;     /* per provider */
+    or_msec_t                     now;
+} ngx_omniroute_metrics_visit_t;
+
+
+static void ngx_omniroute_metrics_printf(ngx_omniroute_metrics_buf_t *mb,
+    const char *fmt, ...);
+static void ngx_omniroute_metrics_head(ngx_omniroute_metrics_buf_t *mb,
+    const char *name, const char *type, const char *help);
+static u_char *ngx_omniroute_metrics_escape(ngx_pool_t *pool, u_char *s,
+    size_t len);
+static void ngx_omniroute_metrics_lockout(ngx_str_t *key, void *value,
+    size_t size, void *arg);
+
+
+const char  *ngx_omniroute_outcome_names[NGX_OMNIROUTE_OUT_COUNT] = {
+    "success",
+    "provider_error",
+    "unreachable",
+    "cooling_down",
+    "no_targets",
+    "client_error"
+};
+
+
+static const char  *ngx_omniroute_table_names[NGX_OMNIROUTE_T_COUNT] = {
+    "breaker",
+    "connection",
+    "lockout",
+    "rejected",
+    "strategy",
+    "settings"
+};
+
+
+ngx_int_t
+ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
+{
+    size_t                          used, total;
+    u_char                         *name;
+    ngx_uint_t                      i, j, state, n[3];
+    ngx_uint_t                      records[NGX_OMNIROUTE_T_COUNT];
+    ngx_uint_t                      evictions, failures;
+    or_msec_t                       retry;
+    ngx_slab_pool_t                *shpool;
+    or_breaker_t                    cb;
+    or_conn_state_t                 cs;
+    or_cooldown_view_t              view;
+    ngx_omniroute_sh_t             *sh;
+    ngx_omniroute_stats_t          *stats;
+    ngx_omniroute_store_t          *st;
+    ngx_omniroute_settings_t        s;
+    ngx_omniroute_provider_t       *p;
+    ngx_omniroute_connection_t     *c;
+    ngx_omniroute_metrics_buf_t     mb;
+    ngx_omniroute_metrics_visit_t   mv;
+
+    mb.pool = call->r->pool;
+    mb.start = ngx_pnalloc(mb.pool, 16384);
+    if (mb.start == NULL) {
+        return NGX_ERROR;
+    }
+
+    mb.pos = mb.start;
+    mb.end = mb.start + 16384;
+    mb.error = 0;
+
+    st = call->omcf->shm_zone ? &call->omcf->store : NULL;
+    sh = (st && st->sh) ? st->sh : NULL;
+    stats = sh ? &sh->stats : NULL;
+
+    p = call->omcf->providers.elts;
+    c = call->omcf->connections.elts;
+
+    /* counters */
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_requests_total", "counter",
+                               "Client requests of omniroute_pass "
+                               "locations, by outcome.");
+
+    for (i = 0; i < NGX_OMNIROUTE_OUT_COUNT; i++) {
+        ngx_omniroute_metrics_printf(&mb,
+                              "omniroute_requests_total{outcome=\"%s\"} %uA\n",
+                              ngx_omniroute_outcome_names[i],
+                              stats ? stats->requests[i] : 0);
+    }
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_attempts_total", "counter",
+                               "Upstream attempts, by the classified "
+                               "result (reason none: a success).");
+
+    for (i = 0; i < OR_REASON_COUNT; i++) {
+        ngx_omniroute_metrics_printf(&mb,
+                              "omniroute_attempts_total{reason=\"%s\"} %uA\n",
+                              or_reason_name((or_reason_e) i),
+                              stats ? stats->attempts[i] : 0);
+    }
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_fallbacks_total", "counter",
+                               "In-request fallovers to the next "
+                               "candidate, by the reason of the failed "
+                               "attempt.");
+
+    for (i = 1; i < OR_REASON_COUNT; i++) {
+        ngx_omniroute_metrics_printf(&mb,
+                             "omniroute_fallbacks_total{reason=\"%s\"} %uA\n",
+                             or_reason_name((or_reason_e) i),
+                             stats ? stats->fallbacks[i] : 0);
+    }
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_restatements_total",
+                               "counter",
+                               "Upstream error statuses restated, by "
+                               "rule.");
+
+    for (i = 0; stats && i < NGX_OMNIROUTE_RULE_SLOTS; i++) {
+        if (stats->restatements[i].name[0] == '\0') {
+            continue;
+        }
+
+        name = ngx_omniroute_metrics_escape(mb.pool,
+                              stats->restatements[i].name,
+                              ngx_strnlen(stats->restatements[i].name,
+                                          NGX_OMNIROUTE_RULE_NAME_MAX));
+        if (name == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_omniroute_metrics_printf(&mb,
+                             "omniroute_restatements_total{rule=\"%s\"} %uA\n",
+                             name, stats->restatements[i].count);
+    }
+
+    /* provider breakers */
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_breaker_state", "gauge",
+                               "Circuit breaker state of a provider: 1 for "
+                               "the current state, 0 for the others.");
+
+    for (i = 0; i < call->omcf->providers.nelts; i++) {
+        ngx_omniroute_settings_effective(call->omcf, &p[i], &s);
+
+        if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_BREAKER, &p[i].name,
+                                     &cb, sizeof(or_breaker_t))
+            != NGX_OK)
+        {
+            ngx_memzero(&cb, sizeof(or_breaker_t));
+        }
+
+        state = or_breaker_state(&s.breaker, &cb, call->now);
+
+        for (j = OR_CB_CLOSED; j <= OR_CB_HALF_OPEN; j++) {
+            ngx_omniroute_metrics_printf(&mb,
+                          "omniroute_breaker_state{provider=\"%V\","
+                          "state=\"%s\"} %ui\n", &p[i].name,
+                          or_breaker_state_name((or_cb_state_e) j),
+                          (ngx_uint_t) (j == state));
+        }
+    }
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_breaker_failures", "gauge",
+                               "Provider-level failures the breaker "
+                               "currently counts.");
+
+    for (i = 0; i < call->omcf->providers.nelts; i++) {
+        ngx_omniroute_settings_effective(call->omcf, &p[i], &s);
+
+        if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_BREAKER, &p[i].name,
+                                     &cb, sizeof(or_breaker_t))
+            != NGX_OK)
+        {
+            ngx_memzero(&cb, sizeof(or_breaker_t));
+        }
+
+        or_breaker_normalize(&s.breaker, &cb, call->now);
+
+        ngx_omniroute_metrics_printf(&mb,
+                          "omniroute_breaker_failures{provider=\"%V\"} %uD\n",
+                          &p[i].name, cb.failures);
+    }
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_breaker_retry_after_seconds",
+                               "gauge",
+                               "Seconds until the provider may be tried "
+                               "again (0: it may now).");
+
+    for (i = 0; i < call->omcf->providers.nelts; i++) {
+        ngx_omniroute_settings_effective(call->omcf, &p[i], &s);
+
+        if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_BREAKER, &p[i].name,
+                                     &cb, sizeof(or_breaker_t))
+            != NGX_OK)
+        {
+            ngx_memzero(&cb, sizeof(or_breaker_t));
+        }
+
+        retry = or_breaker_retry_after(&s.breaker, &cb, call->now);
+
+        ngx_omniroute_metrics_printf(&mb,
+                          "omniroute_breaker_retry_after_seconds"
+                          "{provider=\"%V\"} %L.%03L\n", &p[i].name,
+                          (int64_t) (retry / 1000), (int64_t) (retry % 1000));
+    }
+
+    /* connections and lockouts */
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_connections", "gauge",
+                               "Connections by state: active, cooldown "
+                               "(transient) or terminal (banned, expired, "
+                               "credits_exhausted).");
+
+    for (i = 0; i < call->omcf->providers.nelts; i++) {
+        n[0] = n[1] = n[2] = 0;
+
+        for (j = 0; j < call->omcf->connections.nelts; j++) {
+            if (c[j].provider_name.len != p[i].name.len
+                || ngx_strncmp(c[j].provider_name.data, p[i].name.data,
+                               p[i].name.len) != 0)
+            {
+                continue;
+            }
+
+            if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_CONN, &c[j].id,
+                                         &cs, sizeof(or_conn_state_t))
+                != NGX_OK)
+            {
+                ngx_memzero(&cs, sizeof(or_conn_state_t));
+            }
+
+            or_cooldown_view(&cs, call->now, &view);
+            n[view.status]++;
+        }
+
+        ngx_omniroute_metrics_printf(&mb,
+                   "omniroute_connections{provider=\"%V\",state=\"active\"} "
+                   "%ui\n", &p[i].name, n[OR_CONN_ACTIVE]);
+        ngx_omniroute_metrics_printf(&mb,
+                   "omniroute_connections{provider=\"%V\",state=\"cooldown\"}"
+                   " %ui\n", &p[i].name, n[OR_CONN_COOLDOWN]);
+        ngx_omniroute_metrics_printf(&mb,
+                   "omniroute_connections{provider=\"%V\",state=\"terminal\"}"
+                   " %ui\n", &p[i].name, n[OR_CONN_TERMINAL]);
+    }
+
+    mv.omcf = call->omcf;
+    mv.now = call->now;
+    mv.lockouts = ngx_pcalloc(mb.pool, (call->omcf->providers.nelts + 1)
+                                       * sizeof(ngx_uint_t));
+    if (mv.lockouts == NULL) {
+        return NGX_ERROR;
+    }
+
+    (void) ngx_omniroute_store_visit(st, NGX_OMNIROUTE_T_LOCKOUT,
+                                     ngx_omniroute_metrics_lockout, &mv,
+                                     mb.pool);
+    (void) ngx_omniroute_store_visit(st, NGX_OMNIROUTE_T_REJECTED,
+                                     ngx_omniroute_metrics_lockout, &mv,
+                                     mb.pool);
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_lockouts_active", "gauge",
+                               "Active model lockouts (including "
+                               "request_rejected ones), by provider.");
+
+    for (i = 0; i < call->omcf->providers.nelts; i++) {
+        ngx_omniroute_metrics_printf(&mb,
+                          "omniroute_lockouts_active{provider=\"%V\"} %ui\n",
+                          &p[i].name, mv.lockouts[i]);
+    }
+
+    /* the zone */
+
+    total = 0;
+    used = 0;
+    evictions = 0;
+    failures = 0;
+    ngx_memzero(records, sizeof(records));
+
+    if (sh) {
+        shpool = st->shpool;
+
+        ngx_shmtx_lock(&shpool->mutex);
+
+        total = call->omcf->shm_zone->shm.size;
+        used = total - shpool->pfree * ngx_pagesize;
+
+        for (i = 0; i < NGX_OMNIROUTE_T_COUNT; i++) {
+            records[i] = sh->records[i];
+        }
+
+        evictions = sh->evictions;
+        failures = sh->alloc_failures;
+
+        ngx_shmtx_unlock(&shpool->mutex);
+    }
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_zone_size_bytes", "gauge",
+                               "Size of the omniroute shared memory "
+                               "zone.");
+    ngx_omniroute_metrics_printf(&mb, "omniroute_zone_size_bytes %uz\n",
+                                 total);
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_zone_used_bytes", "gauge",
+                               "Bytes of the zone in used pages.");
+    ngx_omniroute_metrics_printf(&mb, "omniroute_zone_used_bytes %uz\n",
+                                 used);
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_zone_records", "gauge",
+                               "State records in the zone, by table.");
+
+    for (i = 0; i < NGX_OMNIROUTE_T_COUNT; i++) {
+        ngx_omniroute_metrics_printf(&mb,
+                              "omniroute_zone_records{table=\"%s\"} %ui\n",
+                              ngx_omniroute_table_names[i], records[i]);
+    }
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_zone_evictions_total",
+                               "counter",
+                               "Records evicted to make room (least "
+                               "recently used first).");
+    ngx_omniroute_metrics_printf(&mb, "omniroute_zone_evictions_total %ui\n",
+                                 evictions);
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_zone_alloc_failures_total",
+                               "counter",
+                               "State changes lost because the zone had no "
+                               "room even after eviction.");
+    ngx_omniroute_metrics_printf(&mb,
+                                 "omniroute_zone_alloc_failures_total %ui\n",
+                                 failures);
+
+    if (mb.error) {
+        return NGX_ERROR;
+    }
+
+    return ngx_omniroute_api_text(call, mb.start, mb.pos - mb.start,
+                                  "text/plain; version=0.0.4; "
+                                  "charset=utf-8");
+}
+
+
+static void
+ngx_omniroute_metrics_head(ngx_omniroute_metrics_buf_t *mb,
+    const char *name, const char *type, const char *help)
+{
+    ngx_omniroute_metrics_printf(mb, "# HELP %s %s\n# TYPE %s %s\n",
+                                 name, help, name, type);
+}
+
+
+static void
+ngx_omniroute_metrics_printf(ngx_omniroute_metrics_buf_t *mb,
+    const char *fmt, ...)
+{
+    u_char   *p;
+    size_t    size;
+    va_list   args;
+
+    if (mb->error) {
+        return;
+    }
+
+    if ((size_t) (mb->end - mb->pos) < NGX_OMNIROUTE_METRICS_LINE) {
+        size = (mb->end - mb->start) * 2;
+
+        p = ngx_pnalloc(mb->pool, size);
+        if (p == NULL) {
+            mb->error = 1;
+            return;
+        }
+
+        ngx_memcpy(p, mb->start, mb->pos - mb->start);
+
+        mb->pos = p + (mb->pos - mb->start);
+        mb->start = p;
+        mb->end = p + size;
+    }
+
+    va_start(args, fmt);
+    mb->pos = ngx_vslprintf(mb->pos, mb->end, fmt, args);
+    va_end(args);
+}
+
+
+/* a label value: backslash, double quote and newline escaped, NUL ended */
+
+static u_char *
+ngx_omniroute_metrics_escape(ngx_pool_t *pool, u_char *s, size_t len)
+{
+    u_char  *out, *p;
+    size_t   i;
+
+    out = ngx_pnalloc(pool, len * 2 + 1);
+    if (out == NULL) {
+        return NULL;
+    }
+
+    p = out;
+
+    for (i = 0; i < len; i++) {
+        if (s[i] == '\\' || s[i] == '"') {
+            *p++ = '\\';
+            *p++ = s[i];
+
+        } else if (s[i] == '\n') {
+            *p++ = '\\';
+            *p++ = 'n';
+
+        } else {
+            *p++ = s[i];
+        }
+    }
+
+    *p = '\0';
+
+    return out;
+}
+
+
+static void
+ngx_omniroute_metrics_lockout(ngx_str_t *key, void *value, size_t size,
+    void *arg)
+{
+    ngx_omniroute_metrics_visit_t *mv = arg;
+
+    u_char                    *colon;
+    ngx_uint_t                 i;
+    or_lockout_t               lo;
+    ngx_omniroute_provider_t  *p;
+
+    if (size < sizeof(or_lockout_t)) {
+        return;
+    }
+
+    ngx_memcpy(&lo, value, sizeof(or_lockout_t));
+
+    if (!or_lockout_active(&lo, mv->now)) {
+        return;
+    }
+
+    colon = ngx_strlchr(key->data, key->data + key->len, ':');
+    if (colon == NULL) {
+        return;
+    }
+
+    p = mv->omcf->providers.elts;
+
+    for (i = 0; i < mv->omcf->providers.nelts; i++) {
+        if (p[i].name.len == (size_t) (colon - key->data)
+            && ngx_strncmp(p[i].name.data, key->data, p[i].name.len) == 0)
+        {
+            mv->lockouts[i]++;
+            return;
+        }
+    }
+}
