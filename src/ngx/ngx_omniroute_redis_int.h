@@ -1,0 +1,252 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * Internals of the Redis mirror (see ngx_omniroute_redis_stats.h), shared by
+ * ngx_omniroute_redis_module.c (configuration, process hooks, variables),
+ * ngx_omniroute_redis_link.c (hiredis on the event loop, link state
+ * machine) and ngx_omniroute_redis_state.c (wire format, merges).
+ *
+ * Wire format (native byte order: every node of a cluster runs the same
+ * build on the same architecture; the version byte and the value size
+ * reject anything else):
+ *
+ *   key      <prefix><table>:<store key>, e.g. "omniroute:breaker:alpha"
+ *   value    "OR" version table | size (u32) | time (i64, ms) | value
+ *   message  "OR" version op table node_len key_len 0 | time (i64) |
+ *            size (u32) | 0 (u32) | node | key | value
+ *
+ * "time" is the origin node's clock when the change was made: it orders
+ * last-writer-wins tables (settings) and measures the propagation lag.
+ */
+
+
+#ifndef _NGX_OMNIROUTE_REDIS_INT_H_INCLUDED_
+#define _NGX_OMNIROUTE_REDIS_INT_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+
+#include "ngx_omniroute.h"
+#include "ngx_omniroute_redis_stats.h"
+
+
+#define NGX_OMNIROUTE_REDIS_VERSION       1
+
+#define NGX_OMNIROUTE_REDIS_OP_SET        0
+#define NGX_OMNIROUTE_REDIS_OP_DELETE     1
+#define NGX_OMNIROUTE_REDIS_OP_HEARTBEAT  2
+
+#define NGX_OMNIROUTE_REDIS_VALUE_HDR     16
+#define NGX_OMNIROUTE_REDIS_MSG_HDR       24
+#define NGX_OMNIROUTE_REDIS_VALUE_MAX     (32 * 1024)
+#define NGX_OMNIROUTE_REDIS_NODE_MAX      64
+#define NGX_OMNIROUTE_REDIS_PREFIX_MAX    64
+#define NGX_OMNIROUTE_REDIS_TABLE_MAX     16    /* longest table name + ':' */
+#define NGX_OMNIROUTE_REDIS_RKEY_MAX                                         \
+    (NGX_OMNIROUTE_REDIS_PREFIX_MAX + NGX_OMNIROUTE_REDIS_TABLE_MAX          \
+     + NGX_OMNIROUTE_KEY_MAX)
+#define NGX_OMNIROUTE_REDIS_MSG_MAX                                          \
+    (NGX_OMNIROUTE_REDIS_MSG_HDR + NGX_OMNIROUTE_REDIS_NODE_MAX              \
+     + NGX_OMNIROUTE_KEY_MAX + NGX_OMNIROUTE_REDIS_VALUE_MAX)
+
+#define NGX_OMNIROUTE_REDIS_TTL_MAX       (30LL * 86400 * 1000)   /* 30 d */
+#define NGX_OMNIROUTE_REDIS_TTL_MIN       (60LL * 1000)           /* 1 min */
+
+/* last-writer-wins versions of settings records kept in the shared zone */
+#define NGX_OMNIROUTE_REDIS_VERSIONS      256
+
+#define NGX_OMNIROUTE_REDIS_BATCH         256   /* events read per pass */
+#define NGX_OMNIROUTE_REDIS_SCAN_COUNT    512
+
+
+typedef struct {
+    uint32_t                      hash;         /* crc32 of table + key */
+    uint32_t                      len;          /* 0: free slot */
+    or_msec_t                     time;
+} ngx_omniroute_redis_version_t;
+
+
+typedef struct {
+    ngx_omniroute_redis_stats_t   stats;
+    ngx_omniroute_redis_version_t versions[NGX_OMNIROUTE_REDIS_VERSIONS];
+} ngx_omniroute_redis_sh_t;
+
+
+typedef struct {
+    ngx_str_t                     addr;         /* as configured */
+    u_char                       *host;         /* NUL-terminated IP */
+    ngx_int_t                     port;
+    u_char                       *unix_path;    /* NUL-terminated, or NULL */
+    ngx_str_t                     password;     /* never logged */
+    ngx_int_t                     db;
+    ngx_str_t                     prefix;
+    ngx_str_t                     node;
+    ngx_str_t                     channel;      /* prefix "events:" db */
+    ngx_msec_t                    timeout;      /* connect, reply */
+    ngx_msec_t                    interval;     /* event ring poll */
+    ngx_msec_t                    keepalive;    /* heartbeat period */
+    ngx_msec_t                    retention;    /* kept after expiry */
+    ngx_msec_t                    resync;       /* full load period; 0 off */
+    ngx_msec_t                    backoff_min;
+    ngx_msec_t                    backoff_max;
+    ngx_msec_t                    log_interval;
+    ngx_uint_t                    queue;        /* commands in flight */
+    ngx_shm_zone_t               *shm_zone;
+    ngx_omniroute_redis_sh_t     *sh;
+} ngx_omniroute_redis_main_conf_t;
+
+
+typedef struct ngx_omniroute_redis_link_s  ngx_omniroute_redis_link_t;
+
+
+/* one hiredis async context wrapped in an nginx connection */
+typedef struct {
+    redisAsyncContext            *ac;
+    ngx_connection_t             *c;
+    ngx_omniroute_redis_link_t   *link;
+    const char                   *name;
+    ngx_uint_t                    pending;      /* replies awaited */
+    ngx_msec_t                    progress;     /* last reply, first send */
+    ngx_uint_t                    ready;        /* handshake done */
+} ngx_omniroute_redis_conn_t;
+
+
+/* a record to push during a full sync (its value is read when sent) */
+typedef struct {
+    ngx_uint_t                    table;
+    ngx_str_t                     key;
+} ngx_omniroute_redis_record_t;
+
+
+/* a record found in Redis by a full load, equal to ours afterwards */
+typedef struct {
+    uint64_t                      key;          /* table, len, crc32 */
+    uint32_t                      crc;          /* of our merged value */
+} ngx_omniroute_redis_seen_t;
+
+
+struct ngx_omniroute_redis_link_s {
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+    ngx_omniroute_store_t        *store;
+    ngx_omniroute_redis_stats_t  *stats;
+    ngx_log_t                    *log;
+
+    ngx_omniroute_redis_conn_t    cmd;
+    ngx_omniroute_redis_conn_t    sub;
+
+    ngx_event_t                   tick;
+
+    ngx_uint_t                    state;
+    ngx_msec_t                    state_at;     /* ngx_current_msec */
+    ngx_msec_t                    retry_at;
+    ngx_msec_t                    backoff;
+    ngx_msec_t                    heartbeat_at;
+    ngx_msec_t                    sub_seen;
+    ngx_msec_t                    resync_at;
+
+    uint64_t                      cursor;       /* next event to read */
+    ngx_uint_t                    draining;     /* publish local events */
+    ngx_uint_t                    dirty;        /* events lost: resync */
+
+    /* full sync: SCAN + MGET + merge, then push what Redis lacks */
+    ngx_uint_t                    syncing;
+    ngx_uint_t                    pushing;
+    ngx_pool_t                   *sync_pool;
+    ngx_array_t                   seen;         /* ..._redis_seen_t */
+    ngx_array_t                   keys;         /* ngx_str_t, MGET batch */
+    u_char                        scan_cursor[32];
+    ngx_uint_t                    loaded;
+    ngx_array_t                   push;         /* ..._redis_record_t */
+    ngx_uint_t                    push_next;
+    ngx_uint_t                    visit_table;
+
+    /* log rate limits: [0] errors, [1] notices */
+    ngx_msec_t                    log_at[2];
+    ngx_uint_t                    logged[2];
+    ngx_uint_t                    log_suppressed[2];
+
+    ngx_uint_t                    exiting;
+
+    /* scratch buffers */
+    u_char                       *rkey;         /* Redis key */
+    u_char                       *rvalue;       /* encoded value */
+    u_char                       *msg;          /* encoded message */
+    u_char                       *local;        /* a local value, aligned */
+    u_char                       *merged;       /* a merged value, aligned */
+    ngx_omniroute_event_t        *events;       /* a batch of the ring */
+};
+
+
+extern ngx_module_t  ngx_http_omniroute_redis_module;
+
+
+/* ngx_omniroute_redis_link.c */
+ngx_int_t ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,
+    ngx_omniroute_redis_main_conf_t *rmcf, ngx_omniroute_store_t *store);
+void ngx_omniroute_redis_link_exit(ngx_cycle_t *cycle);
+void ngx_omniroute_redis_push(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t table, ngx_str_t *key, ngx_uint_t op, u_char *value,
+    size_t size, or_msec_t time);
+
+/* ngx_omniroute_redis_state.c */
+const char *ngx_omniroute_redis_table_name(ngx_uint_t table);
+ngx_int_t ngx_omniroute_redis_table_of(u_char *name, size_t len);
+ngx_uint_t ngx_omniroute_redis_mirrored(ngx_uint_t table);
+size_t ngx_omniroute_redis_value_size(ngx_uint_t table);
+or_msec_t ngx_omniroute_redis_ttl(ngx_omniroute_redis_main_conf_t *rmcf,
+    ngx_uint_t table, u_char *value, size_t size, or_msec_t now);
+size_t ngx_omniroute_redis_key(ngx_omniroute_redis_main_conf_t *rmcf,
+    u_char *buf, ngx_uint_t table, ngx_str_t *key);
+size_t ngx_omniroute_redis_encode_value(u_char *buf, ngx_uint_t table,
+    u_char *value, size_t size, or_msec_t time);
+ngx_int_t ngx_omniroute_redis_decode_value(u_char *data, size_t len,
+    ngx_uint_t table, u_char **value, size_t *size, or_msec_t *time);
+size_t ngx_omniroute_redis_encode_msg(u_char *buf, ngx_str_t *node,
+    ngx_uint_t op, ngx_uint_t table, ngx_str_t *key, u_char *value,
+    size_t size, or_msec_t time);
+
+typedef struct {
+    ngx_uint_t                    op;
+    ngx_uint_t                    table;
+    ngx_str_t                     node;
+    ngx_str_t                     key;
+    u_char                       *value;
+    size_t                        size;
+    or_msec_t                     time;
+} ngx_omniroute_redis_msg_t;
+
+ngx_int_t ngx_omniroute_redis_decode_msg(u_char *data, size_t len,
+    ngx_omniroute_redis_msg_t *msg);
+
+/*
+ * Merge a remote value into the store.  Returns NGX_OK when the merged
+ * value equals the remote one, NGX_DECLINED when ours knows more (then
+ * *merged holds it: write it back), NGX_ERROR on bad data.  *changed
+ * tells whether our state changed.
+ */
+ngx_int_t ngx_omniroute_redis_apply(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t table, ngx_str_t *key, u_char *value, size_t size,
+    or_msec_t time, u_char *merged, or_msec_t *merged_time,
+    ngx_uint_t *changed);
+
+/* the current value of a local record; NGX_DECLINED when there is none */
+ngx_int_t ngx_omniroute_redis_read(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t table, ngx_str_t *key, u_char *value, size_t *size,
+    ngx_pool_t *pool);
+
+/* last-writer-wins versions (settings) */
+or_msec_t ngx_omniroute_redis_version(ngx_omniroute_redis_main_conf_t *rmcf,
+    ngx_uint_t table, ngx_str_t *key);
+void ngx_omniroute_redis_set_version(ngx_omniroute_redis_main_conf_t *rmcf,
+    ngx_uint_t table, ngx_str_t *key, or_msec_t time);
+
+uint64_t ngx_omniroute_redis_key_hash(ngx_uint_t table, ngx_str_t *key);
+
+
+#endif /* _NGX_OMNIROUTE_REDIS_INT_H_INCLUDED_ */

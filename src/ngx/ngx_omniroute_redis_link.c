@@ -1,0 +1,1733 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * Redis mirror: hiredis async contexts on the nginx event loop and the
+ * link state machine (see ngx_omniroute_redis_int.h).
+ *
+ * Adapter.  Each hiredis context's socket is wrapped in an nginx
+ * connection from ngx_get_connection(); hiredis owns the descriptor and
+ * closes it in redisFree(), so the cleanup hook only removes the events
+ * and returns the connection with fd = -1 (no "open socket left").  Reads
+ * are drained (epoll is edge-triggered and hiredis reads 16 KiB a call).
+ * hiredis 0.14 has no timers: connect and reply timeouts are checked by
+ * the link's own timer.
+ *
+ *   DOWN --retry_at--> CONNECTING --both handshakes--> SYNCING
+ *   SYNCING --SCAN+MGET merged, missing state pushed--> UP
+ *   any --error, EOF, timeout, silent subscriber--> DOWN (backoff with
+ *        jitter, doubled up to backoff_max, reset once UP)
+ *
+ * One timer (interval) drives everything: reads the store's event ring
+ * (always: while not publishing it only notes settings versions), sends
+ * heartbeats, checks timeouts, paces the push of a full sync, starts a
+ * resync, reconnects.  It is cancelable, so it never delays a graceful
+ * shutdown; exit_process flushes what is queued (bounded) and frees both
+ * contexts.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+#include <ngx_http.h>
+
+#include <poll.h>
+#include <sys/ioctl.h>
+
+#include "ngx_omniroute_redis_int.h"
+
+
+static void ngx_omniroute_redis_connect(ngx_omniroute_redis_link_t *link);
+static ngx_int_t ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc);
+static void ngx_omniroute_redis_close(ngx_omniroute_redis_conn_t *rc);
+static void ngx_cdecl ngx_omniroute_redis_fail(
+    ngx_omniroute_redis_link_t *link, const char *fmt, ...);
+static void ngx_cdecl ngx_omniroute_redis_log(
+    ngx_omniroute_redis_link_t *link, ngx_uint_t level, const char *fmt,
+    ...);
+static void ngx_omniroute_redis_set_state(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t state);
+static ngx_int_t ngx_omniroute_redis_command(ngx_omniroute_redis_conn_t *rc,
+    redisCallbackFn *fn, void *data, int argc, const char **argv,
+    const size_t *argvlen);
+static void ngx_omniroute_redis_replied(ngx_omniroute_redis_conn_t *rc);
+
+static void ngx_omniroute_redis_tick(ngx_event_t *ev);
+static ngx_int_t ngx_omniroute_redis_watchdog(
+    ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_heartbeat(ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_drain(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t publish);
+static void ngx_omniroute_redis_flush(ngx_omniroute_redis_link_t *link);
+
+static void ngx_omniroute_redis_start_sync(ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_scan(ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_begin_push(ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_push_step(ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_end_sync(ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_collect(ngx_str_t *key, void *value,
+    size_t size, void *arg);
+static int ngx_libc_cdecl ngx_omniroute_redis_seen_cmp(const void *a,
+    const void *b);
+
+static void ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link,
+    u_char *data, size_t len);
+
+static void ngx_omniroute_redis_on_connect(const redisAsyncContext *ac,
+    int status);
+static void ngx_omniroute_redis_on_disconnect(const redisAsyncContext *ac,
+    int status);
+static void ngx_omniroute_redis_on_reply(redisAsyncContext *ac, void *r,
+    void *data);
+static void ngx_omniroute_redis_on_handshake(redisAsyncContext *ac, void *r,
+    void *data);
+static void ngx_omniroute_redis_on_subscribe(redisAsyncContext *ac, void *r,
+    void *data);
+static void ngx_omniroute_redis_on_scan(redisAsyncContext *ac, void *r,
+    void *data);
+static void ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r,
+    void *data);
+
+static void ngx_omniroute_redis_add_read(void *privdata);
+static void ngx_omniroute_redis_del_read(void *privdata);
+static void ngx_omniroute_redis_add_write(void *privdata);
+static void ngx_omniroute_redis_del_write(void *privdata);
+static void ngx_omniroute_redis_cleanup(void *privdata);
+static void ngx_omniroute_redis_read_handler(ngx_event_t *rev);
+static void ngx_omniroute_redis_write_handler(ngx_event_t *wev);
+
+
+static ngx_omniroute_redis_link_t  *ngx_omniroute_redis_link;
+
+
+ngx_int_t
+ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,
+    ngx_omniroute_redis_main_conf_t *rmcf, ngx_omniroute_store_t *store)
+{
+    ngx_slab_pool_t             *shpool;
+    ngx_omniroute_redis_link_t  *link;
+
+    link = ngx_pcalloc(cycle->pool, sizeof(ngx_omniroute_redis_link_t));
+    if (link == NULL) {
+        return NGX_ERROR;
+    }
+
+    link->rkey = ngx_palloc(cycle->pool, NGX_OMNIROUTE_REDIS_RKEY_MAX);
+    link->rvalue = ngx_palloc(cycle->pool, NGX_OMNIROUTE_REDIS_VALUE_HDR
+                                           + NGX_OMNIROUTE_REDIS_VALUE_MAX);
+    link->msg = ngx_palloc(cycle->pool, NGX_OMNIROUTE_REDIS_MSG_MAX);
+    link->local = ngx_palloc(cycle->pool, NGX_OMNIROUTE_REDIS_VALUE_MAX);
+    link->merged = ngx_palloc(cycle->pool, NGX_OMNIROUTE_REDIS_VALUE_MAX);
+    link->events = ngx_palloc(cycle->pool, NGX_OMNIROUTE_REDIS_BATCH
+                                           * sizeof(ngx_omniroute_event_t));
+
+    if (link->rkey == NULL || link->rvalue == NULL || link->msg == NULL
+        || link->local == NULL || link->merged == NULL
+        || link->events == NULL)
+    {
+        return NGX_ERROR;
+    }
+
+    link->rmcf = rmcf;
+    link->store = store;
+    link->stats = &rmcf->sh->stats;
+    link->log = cycle->log;
+
+    link->cmd.link = link;
+    link->cmd.name = "command";
+    link->sub.link = link;
+    link->sub.name = "subscriber";
+
+    link->tick.handler = ngx_omniroute_redis_tick;
+    link->tick.data = link;
+    link->tick.log = cycle->log;
+    link->tick.cancelable = 1;
+
+    link->backoff = rmcf->backoff_min;
+
+    /* history is not replayed: the first sync pushes the whole state */
+
+    shpool = store->shpool;
+    ngx_shmtx_lock(&shpool->mutex);
+    link->cursor = store->sh->next_seq;
+    ngx_shmtx_unlock(&shpool->mutex);
+
+    link->stats->owner = ngx_pid;
+    link->state = NGX_OMNIROUTE_REDIS_DOWN;
+
+    ngx_omniroute_redis_link = link;
+
+    ngx_omniroute_redis_connect(link);
+
+    ngx_add_timer(&link->tick, rmcf->interval);
+
+    return NGX_OK;
+}
+
+
+void
+ngx_omniroute_redis_link_exit(ngx_cycle_t *cycle)
+{
+    ngx_omniroute_redis_link_t  *link;
+
+    link = ngx_omniroute_redis_link;
+
+    if (link == NULL) {
+        return;
+    }
+
+    /* the last changes of this worker, best effort and bounded */
+
+    if (link->state == NGX_OMNIROUTE_REDIS_UP && link->draining
+        && link->cmd.ac && link->cmd.ready)
+    {
+        ngx_omniroute_redis_drain(link, 1);
+        ngx_omniroute_redis_flush(link);
+    }
+
+    link->exiting = 1;
+
+    if (link->tick.timer_set) {
+        ngx_del_timer(&link->tick);
+    }
+
+    ngx_omniroute_redis_close(&link->cmd);
+    ngx_omniroute_redis_close(&link->sub);
+
+    if (link->sync_pool) {
+        ngx_destroy_pool(link->sync_pool);
+        link->sync_pool = NULL;
+    }
+
+    ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_DOWN);
+
+    ngx_omniroute_redis_link = NULL;
+}
+
+
+/* connection management */
+
+static void
+ngx_omniroute_redis_connect(ngx_omniroute_redis_link_t *link)
+{
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    const char  *argv[3];
+    size_t       argvlen[3];
+    u_char       db[NGX_INT_T_LEN];
+
+    rmcf = link->rmcf;
+
+    ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_CONNECTING);
+
+    if (ngx_omniroute_redis_open(&link->cmd) != NGX_OK
+        || ngx_omniroute_redis_open(&link->sub) != NGX_OK)
+    {
+        ngx_omniroute_redis_fail(link, "could not connect");
+        return;
+    }
+
+    /* hiredis queues these until the connection is established */
+
+    if (rmcf->password.len) {
+        argv[0] = "AUTH";
+        argvlen[0] = 4;
+        argv[1] = (const char *) rmcf->password.data;
+        argvlen[1] = rmcf->password.len;
+
+        if (ngx_omniroute_redis_command(&link->cmd,
+                                        ngx_omniroute_redis_on_handshake,
+                                        "AUTH", 2, argv, argvlen)
+            != NGX_OK
+            || ngx_omniroute_redis_command(&link->sub,
+                                           ngx_omniroute_redis_on_handshake,
+                                           "AUTH", 2, argv, argvlen)
+               != NGX_OK)
+        {
+            ngx_omniroute_redis_fail(link, "could not send AUTH");
+            return;
+        }
+    }
+
+    if (rmcf->db) {
+        argv[0] = "SELECT";
+        argvlen[0] = 6;
+        argv[1] = (const char *) db;
+        argvlen[1] = ngx_sprintf(db, "%i", rmcf->db) - db;
+
+        if (ngx_omniroute_redis_command(&link->cmd,
+                                        ngx_omniroute_redis_on_handshake,
+                                        "SELECT", 2, argv, argvlen)
+            != NGX_OK)
+        {
+            ngx_omniroute_redis_fail(link, "could not send SELECT");
+            return;
+        }
+    }
+
+    argv[0] = "PING";
+    argvlen[0] = 4;
+
+    if (ngx_omniroute_redis_command(&link->cmd,
+                                    ngx_omniroute_redis_on_handshake,
+                                    NULL, 1, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_omniroute_redis_fail(link, "could not send PING");
+        return;
+    }
+
+    argv[0] = "SUBSCRIBE";
+    argvlen[0] = 9;
+    argv[1] = (const char *) rmcf->channel.data;
+    argvlen[1] = rmcf->channel.len;
+
+    /* a subscription's callback stays registered: not counted as pending */
+
+    if (redisAsyncCommandArgv(link->sub.ac, ngx_omniroute_redis_on_subscribe,
+                              NULL, 2, argv, argvlen)
+        != REDIS_OK)
+    {
+        ngx_omniroute_redis_fail(link, "could not send SUBSCRIBE");
+        return;
+    }
+}
+
+
+static ngx_int_t
+ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc)
+{
+    ngx_connection_t                 *c;
+    redisAsyncContext                *ac;
+    ngx_omniroute_redis_link_t       *link;
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    link = rc->link;
+    rmcf = link->rmcf;
+
+    rc->pending = 0;
+    rc->ready = 0;
+    rc->progress = ngx_current_msec;
+
+    if (rmcf->unix_path) {
+        ac = redisAsyncConnectUnix((const char *) rmcf->unix_path);
+
+    } else {
+        ac = redisAsyncConnect((const char *) rmcf->host, (int) rmcf->port);
+    }
+
+    if (ac == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (ac->err) {
+        ngx_omniroute_redis_log(link, NGX_LOG_ERR, "%s connection: %s",
+                                rc->name, ac->errstr);
+        redisAsyncFree(ac);
+        return NGX_ERROR;
+    }
+
+    c = ngx_get_connection(ac->c.fd, link->log);
+    if (c == NULL) {
+        redisAsyncFree(ac);
+        return NGX_ERROR;
+    }
+
+    c->data = rc;
+    c->read->handler = ngx_omniroute_redis_read_handler;
+    c->write->handler = ngx_omniroute_redis_write_handler;
+    c->read->log = c->log;
+    c->write->log = c->log;
+    c->number = ngx_atomic_fetch_add(ngx_connection_counter, 1);
+
+    rc->ac = ac;
+    rc->c = c;
+
+    ac->data = rc;
+    ac->ev.data = c;
+    ac->ev.addRead = ngx_omniroute_redis_add_read;
+    ac->ev.delRead = ngx_omniroute_redis_del_read;
+    ac->ev.addWrite = ngx_omniroute_redis_add_write;
+    ac->ev.delWrite = ngx_omniroute_redis_del_write;
+    ac->ev.cleanup = ngx_omniroute_redis_cleanup;
+
+    /* the connect callback is what asks for the first write event */
+
+    (void) redisAsyncSetDisconnectCallback(ac,
+                                           ngx_omniroute_redis_on_disconnect);
+    (void) redisAsyncSetConnectCallback(ac, ngx_omniroute_redis_on_connect);
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, link->log, 0,
+                   "omniroute redis %s connection fd:%d", rc->name, c->fd);
+
+    return NGX_OK;
+}
+
+
+/* frees the context now, or when its running callback returns */
+
+static void
+ngx_omniroute_redis_close(ngx_omniroute_redis_conn_t *rc)
+{
+    redisAsyncContext  *ac;
+
+    ac = rc->ac;
+    rc->ready = 0;
+
+    if (ac == NULL) {
+        return;
+    }
+
+    redisAsyncFree(ac);
+}
+
+
+static void ngx_cdecl
+ngx_omniroute_redis_fail(ngx_omniroute_redis_link_t *link, const char *fmt,
+    ...)
+{
+    u_char      *p, buf[NGX_MAX_ERROR_STR];
+    va_list      args;
+    ngx_msec_t   delay;
+
+    if (link->state == NGX_OMNIROUTE_REDIS_DOWN) {
+        return;
+    }
+
+    va_start(args, fmt);
+    p = ngx_vslprintf(buf, buf + sizeof(buf), fmt, args);
+    va_end(args);
+
+    if (!link->exiting) {
+        ngx_omniroute_redis_log(link, NGX_LOG_ERR,
+                                "%*s; serving on local state, "
+                                "reconnecting", (size_t) (p - buf), buf);
+        (void) ngx_atomic_fetch_add(&link->stats->failures, 1);
+    }
+
+    ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_DOWN);
+
+    link->draining = 0;
+    link->syncing = 0;
+    link->pushing = 0;
+
+    ngx_omniroute_redis_close(&link->cmd);
+    ngx_omniroute_redis_close(&link->sub);
+
+    if (link->sync_pool) {
+        ngx_destroy_pool(link->sync_pool);
+        link->sync_pool = NULL;
+    }
+
+    /* capped exponential backoff, "equal jitter" */
+
+    delay = link->backoff / 2 + (ngx_msec_t) ngx_random()
+                                % (link->backoff / 2 + 1);
+
+    link->retry_at = ngx_current_msec + delay;
+    link->backoff = ngx_min(link->backoff * 2, link->rmcf->backoff_max);
+
+    link->stats->pending = 0;
+}
+
+
+/*
+ * Errors are logged at most once per log_interval, and so are notices
+ * (link up); the next message says how many were suppressed.  The
+ * password never reaches a message.
+ */
+
+static void ngx_cdecl
+ngx_omniroute_redis_log(ngx_omniroute_redis_link_t *link, ngx_uint_t level,
+    const char *fmt, ...)
+{
+    u_char      *p, *last, buf[NGX_MAX_ERROR_STR];
+    va_list      args;
+    ngx_uint_t   k;
+    ngx_msec_t   now;
+
+    now = ngx_current_msec;
+    k = (level >= NGX_LOG_NOTICE) ? 1 : 0;
+
+    if (link->logged[k] && now - link->log_at[k] < link->rmcf->log_interval) {
+        link->log_suppressed[k]++;
+        return;
+    }
+
+    last = buf + sizeof(buf);
+
+    va_start(args, fmt);
+    p = ngx_vslprintf(buf, last, fmt, args);
+    va_end(args);
+
+    if (link->log_suppressed[k]) {
+        p = ngx_slprintf(p, last, " (%ui more such messages suppressed)",
+                         link->log_suppressed[k]);
+    }
+
+    ngx_log_error(level, link->log, 0, "omniroute redis \"%V\" node \"%V\": "
+                  "%*s", &link->rmcf->addr, &link->rmcf->node,
+                  (size_t) (p - buf), buf);
+
+    link->logged[k] = 1;
+    link->log_at[k] = now;
+    link->log_suppressed[k] = 0;
+}
+
+
+static void
+ngx_omniroute_redis_set_state(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t state)
+{
+    link->state = state;
+    link->state_at = ngx_current_msec;
+
+    /* a worker of a previous cycle may still run: the newest one owns it */
+
+    if (link->stats->owner == (ngx_atomic_uint_t) ngx_pid) {
+        link->stats->state = state;
+        link->stats->state_since = (ngx_atomic_uint_t) ngx_omniroute_now();
+    }
+}
+
+
+static ngx_int_t
+ngx_omniroute_redis_command(ngx_omniroute_redis_conn_t *rc,
+    redisCallbackFn *fn, void *data, int argc, const char **argv,
+    const size_t *argvlen)
+{
+    if (rc->ac == NULL
+        || redisAsyncCommandArgv(rc->ac, fn, data, argc, argv, argvlen)
+           != REDIS_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (rc->pending++ == 0) {
+        rc->progress = ngx_current_msec;
+    }
+
+    if (rc == &rc->link->cmd) {
+        rc->link->stats->pending = rc->pending;
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_omniroute_redis_replied(ngx_omniroute_redis_conn_t *rc)
+{
+    if (rc->pending) {
+        rc->pending--;
+    }
+
+    rc->progress = ngx_current_msec;
+
+    if (rc == &rc->link->cmd) {
+        rc->link->stats->pending = rc->pending;
+    }
+}
+
+
+/* the timer */
+
+static void
+ngx_omniroute_redis_tick(ngx_event_t *ev)
+{
+    ngx_omniroute_redis_link_t  *link = ev->data;
+
+    ngx_msec_t                        now;
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    if (link->exiting) {
+        return;
+    }
+
+    rmcf = link->rmcf;
+    now = ngx_current_msec;
+
+    switch (link->state) {
+
+    case NGX_OMNIROUTE_REDIS_DOWN:
+        ngx_omniroute_redis_drain(link, 0);
+
+        if (!ngx_exiting && (ngx_msec_int_t) (now - link->retry_at) >= 0) {
+            ngx_omniroute_redis_connect(link);
+        }
+
+        break;
+
+    case NGX_OMNIROUTE_REDIS_CONNECTING:
+        ngx_omniroute_redis_drain(link, 0);
+
+        if (now - link->state_at >= rmcf->timeout) {
+            ngx_omniroute_redis_fail(link, "timed out connecting (%M ms)",
+                                     rmcf->timeout);
+        }
+
+        break;
+
+    default: /* SYNCING, UP */
+
+        if (ngx_omniroute_redis_watchdog(link) != NGX_OK) {
+            break;
+        }
+
+        ngx_omniroute_redis_heartbeat(link);
+        ngx_omniroute_redis_drain(link, link->draining);
+
+        if (link->pushing) {
+            ngx_omniroute_redis_push_step(link);
+
+        } else if (!link->syncing
+                   && (link->dirty
+                       || (rmcf->resync
+                           && (ngx_msec_int_t) (now - link->resync_at) >= 0)))
+        {
+            ngx_omniroute_redis_start_sync(link);
+        }
+
+        break;
+    }
+
+    if (!link->exiting) {
+        ngx_add_timer(ev, rmcf->interval);
+    }
+}
+
+
+static ngx_int_t
+ngx_omniroute_redis_watchdog(ngx_omniroute_redis_link_t *link)
+{
+    ngx_msec_t                        now;
+    ngx_omniroute_redis_conn_t       *rc;
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = link->rmcf;
+    now = ngx_current_msec;
+
+    rc = &link->cmd;
+
+    if (rc->pending && now - rc->progress >= rmcf->timeout) {
+        ngx_omniroute_redis_fail(link, "no reply for %M ms",
+                                 now - rc->progress);
+        return NGX_ERROR;
+    }
+
+    if (now - link->sub_seen >= rmcf->keepalive + rmcf->timeout) {
+        ngx_omniroute_redis_fail(link, "subscriber silent for %M ms",
+                                 now - link->sub_seen);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* a heartbeat: proves both connections alive (we read our own message) */
+
+static void
+ngx_omniroute_redis_heartbeat(ngx_omniroute_redis_link_t *link)
+{
+    size_t                            len;
+    const char                       *argv[3];
+    size_t                            argvlen[3];
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = link->rmcf;
+
+    if ((ngx_msec_int_t) (ngx_current_msec - link->heartbeat_at) < 0) {
+        return;
+    }
+
+    link->heartbeat_at = ngx_current_msec + rmcf->keepalive;
+
+    len = ngx_omniroute_redis_encode_msg(link->msg, &rmcf->node,
+                                         NGX_OMNIROUTE_REDIS_OP_HEARTBEAT, 0,
+                                         NULL, NULL, 0, ngx_omniroute_now());
+
+    argv[0] = "PUBLISH";
+    argvlen[0] = 7;
+    argv[1] = (const char *) rmcf->channel.data;
+    argvlen[1] = rmcf->channel.len;
+    argv[2] = (const char *) link->msg;
+    argvlen[2] = len;
+
+    (void) ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_reply,
+                                       NULL, 3, argv, argvlen);
+}
+
+
+/*
+ * Read the store's event ring from the cursor.  publish: write each local
+ * change (coalesced per key within a batch) as the current whole value,
+ * while fewer than "queue" commands are in flight; events lost from the
+ * ring meanwhile are counted and make the next pass a full sync.  Without
+ * publish (link not up, or a sync will push everything), only the
+ * versions of settings changes are noted.
+ */
+
+static void
+ngx_omniroute_redis_drain(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t publish)
+{
+    size_t                  size;
+    uint64_t                next;
+    ngx_str_t               key;
+    ngx_uint_t              n, i, j, dup;
+    ngx_pool_t             *pool;
+    ngx_omniroute_event_t  *ev, *e;
+
+    pool = NULL;
+
+    for ( ;; ) {
+
+        if (publish && link->cmd.pending >= link->rmcf->queue) {
+            break;
+        }
+
+        n = ngx_omniroute_store_events(link->store, link->cursor,
+                                       link->events,
+                                       NGX_OMNIROUTE_REDIS_BATCH, &next);
+
+        if (n && link->events[0].seq > link->cursor && publish) {
+            (void) ngx_atomic_fetch_add(&link->stats->overflows,
+                                        link->events[0].seq - link->cursor);
+            link->dirty = 1;
+
+            ngx_omniroute_redis_log(link, NGX_LOG_WARN,
+                                    "%uL state changes were not sent in "
+                                    "time (event ring overflow); "
+                                    "resynchronizing",
+                                    link->events[0].seq - link->cursor);
+        }
+
+        link->cursor = next;
+
+        for (i = 0; i < n; i++) {
+            ev = &link->events[i];
+
+            if (ev->remote || !ngx_omniroute_redis_mirrored(ev->table)) {
+                continue;
+            }
+
+            key.data = ev->key;
+            key.len = ev->key_len;
+
+            if (ev->table == NGX_OMNIROUTE_T_SETTINGS
+                && ev->op == NGX_OMNIROUTE_OP_SET)
+            {
+                ngx_omniroute_redis_set_version(link->rmcf, ev->table, &key,
+                                                ev->time);
+            }
+
+            if (!publish) {
+                continue;
+            }
+
+            /* a later event of the same key sends the then current value */
+
+            dup = 0;
+
+            for (j = i + 1; j < n; j++) {
+                e = &link->events[j];
+
+                if (e->table == ev->table && e->key_len == ev->key_len
+                    && !e->remote
+                    && ngx_memcmp(e->key, ev->key, ev->key_len) == 0)
+                {
+                    dup = 1;
+                    break;
+                }
+            }
+
+            if (dup) {
+                continue;
+            }
+
+            if (ev->op == NGX_OMNIROUTE_OP_DELETE) {
+                ngx_omniroute_redis_push(link, ev->table, &key,
+                                         NGX_OMNIROUTE_REDIS_OP_DELETE,
+                                         NULL, 0, ev->time);
+                continue;
+            }
+
+            if (ev->table == NGX_OMNIROUTE_T_SETTINGS && pool == NULL) {
+                pool = ngx_create_pool(4096, link->log);
+                if (pool == NULL) {
+                    continue;
+                }
+            }
+
+            if (ngx_omniroute_redis_read(link, ev->table, &key, link->local,
+                                         &size, pool)
+                != NGX_OK)
+            {
+                /* gone since: evicted (no event) or deleted (its event) */
+                continue;
+            }
+
+            ngx_omniroute_redis_push(link, ev->table, &key,
+                                     NGX_OMNIROUTE_REDIS_OP_SET, link->local,
+                                     size, ev->time);
+        }
+
+        if (n < NGX_OMNIROUTE_REDIS_BATCH) {
+            break;
+        }
+    }
+
+    if (pool) {
+        ngx_destroy_pool(pool);
+    }
+}
+
+
+/*
+ * Queue SET (whole value, TTL) or DEL of the key, and PUBLISH the change
+ * with the node name.  Never blocks: hiredis buffers, the event loop
+ * writes.
+ */
+
+void
+ngx_omniroute_redis_push(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
+    ngx_str_t *key, ngx_uint_t op, u_char *value, size_t size,
+    or_msec_t time)
+{
+    size_t                            klen, vlen, mlen;
+    u_char                            ttl[NGX_INT64_LEN];
+    const char                       *argv[5];
+    size_t                            argvlen[5];
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = link->rmcf;
+
+    if (link->cmd.ac == NULL || !link->cmd.ready
+        || size > NGX_OMNIROUTE_REDIS_VALUE_MAX
+        || key->len > NGX_OMNIROUTE_KEY_MAX)
+    {
+        return;
+    }
+
+    klen = ngx_omniroute_redis_key(rmcf, link->rkey, table, key);
+
+    if (op == NGX_OMNIROUTE_REDIS_OP_SET) {
+        vlen = ngx_omniroute_redis_encode_value(link->rvalue, table, value,
+                                                size, time);
+        argv[0] = "SET";
+        argvlen[0] = 3;
+        argv[1] = (const char *) link->rkey;
+        argvlen[1] = klen;
+        argv[2] = (const char *) link->rvalue;
+        argvlen[2] = vlen;
+        argv[3] = "PX";
+        argvlen[3] = 2;
+        argv[4] = (const char *) ttl;
+        argvlen[4] = ngx_sprintf(ttl, "%L",
+                                 (int64_t) ngx_omniroute_redis_ttl(rmcf,
+                                              table, value, size,
+                                              ngx_omniroute_now()))
+                     - ttl;
+
+        if (ngx_omniroute_redis_command(&link->cmd,
+                                        ngx_omniroute_redis_on_reply, NULL,
+                                        5, argv, argvlen)
+            != NGX_OK)
+        {
+            return;
+        }
+
+    } else {
+        argv[0] = "DEL";
+        argvlen[0] = 3;
+        argv[1] = (const char *) link->rkey;
+        argvlen[1] = klen;
+
+        if (ngx_omniroute_redis_command(&link->cmd,
+                                        ngx_omniroute_redis_on_reply, NULL,
+                                        2, argv, argvlen)
+            != NGX_OK)
+        {
+            return;
+        }
+
+        size = 0;
+    }
+
+    mlen = ngx_omniroute_redis_encode_msg(link->msg, &rmcf->node, op, table,
+                                          key, value, size, time);
+
+    argv[0] = "PUBLISH";
+    argvlen[0] = 7;
+    argv[1] = (const char *) rmcf->channel.data;
+    argvlen[1] = rmcf->channel.len;
+    argv[2] = (const char *) link->msg;
+    argvlen[2] = mlen;
+
+    (void) ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_reply,
+                                       NULL, 3, argv, argvlen);
+
+    (void) ngx_atomic_fetch_add(&link->stats->published, 1);
+}
+
+
+/* at exit: write what is queued, waiting at most ~200 ms */
+
+static void
+ngx_omniroute_redis_flush(ngx_omniroute_redis_link_t *link)
+{
+    int             done;
+    ngx_uint_t      i;
+    redisContext   *c;
+    struct pollfd   pfd;
+
+    c = &link->cmd.ac->c;
+
+    for (i = 0; i < 4; i++) {
+
+        done = 0;
+
+        if (redisBufferWrite(c, &done) == REDIS_ERR || done) {
+            return;
+        }
+
+        pfd.fd = c->fd;
+        pfd.events = POLLOUT;
+        pfd.revents = 0;
+
+        if (poll(&pfd, 1, 50) <= 0) {
+            return;
+        }
+    }
+}
+
+
+/* full sync */
+
+static void
+ngx_omniroute_redis_start_sync(ngx_omniroute_redis_link_t *link)
+{
+    if (link->sync_pool) {
+        ngx_destroy_pool(link->sync_pool);
+    }
+
+    link->sync_pool = ngx_create_pool(16384, link->log);
+    if (link->sync_pool == NULL) {
+        ngx_omniroute_redis_fail(link, "could not allocate the sync pool");
+        return;
+    }
+
+    if (ngx_array_init(&link->seen, link->sync_pool, 256,
+                       sizeof(ngx_omniroute_redis_seen_t))
+        != NGX_OK
+        || ngx_array_init(&link->keys, link->sync_pool,
+                          NGX_OMNIROUTE_REDIS_SCAN_COUNT, sizeof(ngx_str_t))
+           != NGX_OK
+        || ngx_array_init(&link->push, link->sync_pool, 256,
+                          sizeof(ngx_omniroute_redis_record_t))
+           != NGX_OK)
+    {
+        ngx_omniroute_redis_fail(link, "could not allocate the sync pool");
+        return;
+    }
+
+    link->syncing = 1;
+    link->pushing = 0;
+    link->loaded = 0;
+    link->scan_cursor[0] = '0';
+    link->scan_cursor[1] = '\0';
+
+    ngx_omniroute_redis_scan(link);
+}
+
+
+static void
+ngx_omniroute_redis_scan(ngx_omniroute_redis_link_t *link)
+{
+    u_char                           *p;
+    const char                       *argv[6];
+    size_t                            argvlen[6];
+    u_char                            count[NGX_INT_T_LEN];
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = link->rmcf;
+
+    /* the prefix has no glob characters (checked at configuration) */
+
+    p = ngx_cpymem(link->rkey, rmcf->prefix.data, rmcf->prefix.len);
+    *p++ = '*';
+
+    argv[0] = "SCAN";
+    argvlen[0] = 4;
+    argv[1] = (const char *) link->scan_cursor;
+    argvlen[1] = ngx_strlen(link->scan_cursor);
+    argv[2] = "MATCH";
+    argvlen[2] = 5;
+    argv[3] = (const char *) link->rkey;
+    argvlen[3] = p - link->rkey;
+    argv[4] = "COUNT";
+    argvlen[4] = 5;
+    argv[5] = (const char *) count;
+    argvlen[5] = ngx_sprintf(count, "%d", NGX_OMNIROUTE_REDIS_SCAN_COUNT)
+                 - count;
+
+    if (ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_scan,
+                                    NULL, 6, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_omniroute_redis_fail(link, "could not send SCAN");
+    }
+}
+
+
+static void
+ngx_omniroute_redis_on_scan(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    size_t                       i;
+    ngx_str_t                   *k;
+    redisReply                  *cur, *keys;
+    const char                 **argv;
+    size_t                      *argvlen;
+    ngx_omniroute_redis_link_t  *link;
+
+    ngx_omniroute_redis_replied(rc);
+
+    link = rc->link;
+
+    if (reply == NULL || !link->syncing) {
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[0]->len >= sizeof(link->scan_cursor)
+        || reply->element[1]->type != REDIS_REPLY_ARRAY)
+    {
+        ngx_omniroute_redis_fail(link, "SCAN failed: %s",
+                                 reply->type == REDIS_REPLY_ERROR
+                                 ? reply->str : "unexpected reply");
+        return;
+    }
+
+    cur = reply->element[0];
+    keys = reply->element[1];
+
+    ngx_memcpy(link->scan_cursor, cur->str, cur->len);
+    link->scan_cursor[cur->len] = '\0';
+
+    if (keys->elements == 0) {
+
+        if (ngx_strcmp(link->scan_cursor, "0") == 0) {
+            ngx_omniroute_redis_begin_push(link);
+
+        } else {
+            ngx_omniroute_redis_scan(link);
+        }
+
+        return;
+    }
+
+    /* the names, for the MGET reply; then MGET them all */
+
+    link->keys.nelts = 0;
+
+    argv = ngx_palloc(link->sync_pool, (keys->elements + 1) * sizeof(char *));
+    argvlen = ngx_palloc(link->sync_pool,
+                         (keys->elements + 1) * sizeof(size_t));
+
+    if (argv == NULL || argvlen == NULL) {
+        ngx_omniroute_redis_fail(link, "could not allocate the sync pool");
+        return;
+    }
+
+    argv[0] = "MGET";
+    argvlen[0] = 4;
+
+    for (i = 0; i < keys->elements; i++) {
+
+        if (keys->element[i]->type != REDIS_REPLY_STRING) {
+            ngx_omniroute_redis_fail(link, "SCAN failed: unexpected reply");
+            return;
+        }
+
+        k = ngx_array_push(&link->keys);
+        if (k == NULL) {
+            ngx_omniroute_redis_fail(link, "could not allocate the sync pool");
+            return;
+        }
+
+        k->len = keys->element[i]->len;
+        k->data = ngx_pnalloc(link->sync_pool, k->len);
+
+        if (k->data == NULL) {
+            ngx_omniroute_redis_fail(link, "could not allocate the sync pool");
+            return;
+        }
+
+        ngx_memcpy(k->data, keys->element[i]->str, k->len);
+
+        argv[i + 1] = (const char *) k->data;
+        argvlen[i + 1] = k->len;
+    }
+
+    if (ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_mget,
+                                    NULL, (int) keys->elements + 1, argv,
+                                    argvlen)
+        != NGX_OK)
+    {
+        ngx_omniroute_redis_fail(link, "could not send MGET");
+    }
+}
+
+
+static void
+ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    u_char                           *value, *colon;
+    size_t                            i, size, plen;
+    ngx_int_t                         table, rv;
+    or_msec_t                         time, mtime;
+    ngx_str_t                        *k, key;
+    ngx_uint_t                        changed;
+    redisReply                       *v;
+    ngx_omniroute_redis_link_t       *link;
+    ngx_omniroute_redis_seen_t       *s;
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    ngx_omniroute_redis_replied(rc);
+
+    link = rc->link;
+    rmcf = link->rmcf;
+
+    if (reply == NULL || !link->syncing) {
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != link->keys.nelts)
+    {
+        ngx_omniroute_redis_fail(link, "MGET failed: %s",
+                                 reply->type == REDIS_REPLY_ERROR
+                                 ? reply->str : "unexpected reply");
+        return;
+    }
+
+    k = link->keys.elts;
+    plen = rmcf->prefix.len;
+
+    for (i = 0; i < reply->elements; i++) {
+        v = reply->element[i];
+
+        if (v->type != REDIS_REPLY_STRING) {
+            continue;           /* expired since the SCAN */
+        }
+
+        colon = (k[i].len > plen)
+                ? ngx_strlchr(k[i].data + plen, k[i].data + k[i].len, ':')
+                : NULL;
+
+        if (colon == NULL) {
+            continue;
+        }
+
+        table = ngx_omniroute_redis_table_of(k[i].data + plen,
+                                             colon - k[i].data - plen);
+
+        if (table == NGX_ERROR || !ngx_omniroute_redis_mirrored(table)) {
+            continue;
+        }
+
+        key.data = colon + 1;
+        key.len = k[i].data + k[i].len - key.data;
+
+        if (ngx_omniroute_redis_decode_value((u_char *) v->str, v->len,
+                                             table, &value, &size, &time)
+            != NGX_OK)
+        {
+            (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
+            continue;
+        }
+
+        rv = ngx_omniroute_redis_apply(link, table, &key, value, size, time,
+                                       link->merged, &mtime, &changed);
+
+        if (rv == NGX_ERROR) {
+            (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
+            continue;
+        }
+
+        link->loaded++;
+        (void) ngx_atomic_fetch_add(&link->stats->loaded, 1);
+
+        if (changed) {
+            (void) ngx_atomic_fetch_add(&link->stats->applied, 1);
+        }
+
+        if (rv == NGX_OK) {
+            /* Redis has our value: nothing to push unless it changes */
+
+            s = ngx_array_push(&link->seen);
+            if (s == NULL) {
+                ngx_omniroute_redis_fail(link,
+                                         "could not allocate the sync pool");
+                return;
+            }
+
+            s->key = ngx_omniroute_redis_key_hash(table, &key);
+            s->crc = ngx_crc32_long(link->merged, size);
+        }
+    }
+
+    if (ngx_strcmp(link->scan_cursor, "0") == 0) {
+        ngx_omniroute_redis_begin_push(link);
+
+    } else {
+        ngx_omniroute_redis_scan(link);
+    }
+}
+
+
+/*
+ * Redis's state is merged into ours: from now on every local change is
+ * published (the cursor jumps to the present), and every record that
+ * Redis lacks or holds older is pushed, a few per tick.
+ */
+
+static void
+ngx_omniroute_redis_begin_push(ngx_omniroute_redis_link_t *link)
+{
+    ngx_uint_t  table;
+
+    ngx_omniroute_redis_drain(link, 0);
+
+    link->draining = 1;
+    link->dirty = 0;
+    link->pushing = 1;
+    link->push_next = 0;
+
+    for (table = 0; table < NGX_OMNIROUTE_T_COUNT; table++) {
+
+        if (!ngx_omniroute_redis_mirrored(table)) {
+            continue;
+        }
+
+        link->visit_table = table;
+
+        (void) ngx_omniroute_store_visit(link->store, table,
+                                         ngx_omniroute_redis_collect, link,
+                                         link->sync_pool);
+    }
+
+    if (link->seen.nelts > 1) {
+        ngx_qsort(link->seen.elts, link->seen.nelts,
+                  sizeof(ngx_omniroute_redis_seen_t),
+                  ngx_omniroute_redis_seen_cmp);
+    }
+
+    ngx_omniroute_redis_push_step(link);
+}
+
+
+static void
+ngx_omniroute_redis_collect(ngx_str_t *key, void *value, size_t size,
+    void *arg)
+{
+    ngx_omniroute_redis_link_t *link = arg;
+
+    ngx_omniroute_redis_record_t  *rec;
+
+    rec = ngx_array_push(&link->push);
+    if (rec == NULL) {
+        return;
+    }
+
+    rec->table = link->visit_table;
+    rec->key = *key;            /* a copy in the sync pool */
+}
+
+
+static int ngx_libc_cdecl
+ngx_omniroute_redis_seen_cmp(const void *a, const void *b)
+{
+    const ngx_omniroute_redis_seen_t  *x = a, *y = b;
+
+    if (x->key != y->key) {
+        return (x->key < y->key) ? -1 : 1;
+    }
+
+    return (x->crc < y->crc) ? -1 : (x->crc > y->crc);
+}
+
+
+static void
+ngx_omniroute_redis_push_step(ngx_omniroute_redis_link_t *link)
+{
+    size_t                         size;
+    uint32_t                       crc;
+    uint64_t                       hash;
+    or_msec_t                      time;
+    ngx_uint_t                     lo, hi, mid, skip;
+    ngx_omniroute_redis_seen_t    *seen;
+    ngx_omniroute_redis_record_t  *rec;
+
+    seen = link->seen.elts;
+
+    while (link->push_next < link->push.nelts
+           && link->cmd.pending + 2 <= link->rmcf->queue)
+    {
+        rec = (ngx_omniroute_redis_record_t *) link->push.elts
+              + link->push_next++;
+
+        if (ngx_omniroute_redis_read(link, rec->table, &rec->key, link->local,
+                                     &size, link->sync_pool)
+            != NGX_OK)
+        {
+            continue;
+        }
+
+        hash = ngx_omniroute_redis_key_hash(rec->table, &rec->key);
+        crc = ngx_crc32_long(link->local, size);
+
+        lo = 0;
+        hi = link->seen.nelts;
+        skip = 0;
+
+        while (lo < hi) {
+            mid = lo + (hi - lo) / 2;
+
+            if (seen[mid].key < hash
+                || (seen[mid].key == hash && seen[mid].crc < crc))
+            {
+                lo = mid + 1;
+
+            } else {
+                hi = mid;
+            }
+        }
+
+        if (lo < link->seen.nelts
+            && seen[lo].key == hash && seen[lo].crc == crc)
+        {
+            skip = 1;
+        }
+
+        if (skip) {
+            continue;
+        }
+
+        time = (rec->table == NGX_OMNIROUTE_T_SETTINGS)
+               ? ngx_omniroute_redis_version(link->rmcf, rec->table,
+                                             &rec->key)
+               : ngx_omniroute_now();
+
+        ngx_omniroute_redis_push(link, rec->table, &rec->key,
+                                 NGX_OMNIROUTE_REDIS_OP_SET, link->local,
+                                 size, time);
+    }
+
+    if (link->push_next >= link->push.nelts) {
+        ngx_omniroute_redis_end_sync(link);
+    }
+}
+
+
+static void
+ngx_omniroute_redis_end_sync(ngx_omniroute_redis_link_t *link)
+{
+    ngx_uint_t  pushed;
+
+    pushed = link->push.nelts;
+
+    ngx_destroy_pool(link->sync_pool);
+    link->sync_pool = NULL;
+    link->syncing = 0;
+    link->pushing = 0;
+
+    (void) ngx_atomic_fetch_add(&link->stats->syncs, 1);
+
+    link->resync_at = ngx_current_msec + link->rmcf->resync;
+
+    if (link->state != NGX_OMNIROUTE_REDIS_SYNCING) {
+        return;
+    }
+
+    ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_UP);
+
+    link->backoff = link->rmcf->backoff_min;
+
+    ngx_omniroute_redis_log(link, NGX_LOG_NOTICE,
+                            "link up, %ui records loaded, %ui local records "
+                            "checked", link->loaded, pushed);
+}
+
+
+/* remote changes */
+
+static void
+ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
+    size_t len)
+{
+    ngx_int_t                         rv;
+    or_msec_t                         mtime, lag;
+    ngx_uint_t                        changed;
+    ngx_omniroute_redis_msg_t         msg;
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = link->rmcf;
+
+    if (ngx_omniroute_redis_decode_msg(data, len, &msg) != NGX_OK) {
+        (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
+        return;
+    }
+
+    link->sub_seen = ngx_current_msec;
+
+    if (msg.node.len == rmcf->node.len
+        && ngx_memcmp(msg.node.data, rmcf->node.data, msg.node.len) == 0)
+    {
+        return;                 /* our own change or heartbeat */
+    }
+
+    if (msg.op == NGX_OMNIROUTE_REDIS_OP_HEARTBEAT
+        || !ngx_omniroute_redis_mirrored(msg.table))
+    {
+        return;
+    }
+
+    (void) ngx_atomic_fetch_add(&link->stats->received, 1);
+
+    lag = ngx_omniroute_now() - msg.time;
+    link->stats->lag_ms = (lag > 0) ? (ngx_atomic_uint_t) lag : 0;
+
+    if (msg.op == NGX_OMNIROUTE_REDIS_OP_DELETE) {
+        if (ngx_omniroute_store_delete(link->store, msg.table, &msg.key, 1)
+            == NGX_OK)
+        {
+            (void) ngx_atomic_fetch_add(&link->stats->applied, 1);
+        }
+
+        return;
+    }
+
+    rv = ngx_omniroute_redis_apply(link, msg.table, &msg.key, msg.value,
+                                   msg.size, msg.time, link->merged, &mtime,
+                                   &changed);
+
+    if (rv == NGX_ERROR) {
+        (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
+        return;
+    }
+
+    if (changed) {
+        (void) ngx_atomic_fetch_add(&link->stats->applied, 1);
+    }
+
+    if (rv == NGX_DECLINED && link->draining) {
+        /* ours knows more: Redis and the other nodes get the merge */
+        ngx_omniroute_redis_push(link, msg.table, &msg.key,
+                                 NGX_OMNIROUTE_REDIS_OP_SET, link->merged,
+                                 msg.size, mtime);
+        (void) ngx_atomic_fetch_add(&link->stats->write_backs, 1);
+    }
+}
+
+
+/* hiredis callbacks */
+
+static void
+ngx_omniroute_redis_on_connect(const redisAsyncContext *ac, int status)
+{
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    if (status == REDIS_OK) {
+        rc->progress = ngx_current_msec;
+        return;
+    }
+
+    /* hiredis frees the context when this returns: do not free it here */
+
+    rc->ac = NULL;
+
+    ngx_omniroute_redis_fail(rc->link, "%s connection failed: %s", rc->name,
+                             ac->errstr);
+}
+
+
+static void
+ngx_omniroute_redis_on_disconnect(const redisAsyncContext *ac, int status)
+{
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    if (rc->link->exiting) {
+        return;
+    }
+
+    ngx_omniroute_redis_fail(rc->link, "%s connection lost: %s", rc->name,
+                             (status == REDIS_OK || ac->errstr[0] == '\0')
+                             ? "closed" : ac->errstr);
+}
+
+
+static void
+ngx_omniroute_redis_on_reply(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    ngx_omniroute_redis_replied(rc);
+
+    if (reply && reply->type == REDIS_REPLY_ERROR) {
+        (void) ngx_atomic_fetch_add(&rc->link->stats->errors, 1);
+        ngx_omniroute_redis_log(rc->link, NGX_LOG_ERR, "error reply: %*s",
+                                reply->len, reply->str);
+    }
+}
+
+
+static void
+ngx_omniroute_redis_on_handshake(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    ngx_omniroute_redis_link_t  *link;
+
+    ngx_omniroute_redis_replied(rc);
+
+    link = rc->link;
+
+    if (reply == NULL) {
+        return;
+    }
+
+    if (reply->type == REDIS_REPLY_ERROR) {
+        /* the reply never contains the password */
+        ngx_omniroute_redis_fail(link, "%s failed: %*s",
+                                 data ? (char *) data : "PING",
+                                 reply->len, reply->str);
+        return;
+    }
+
+    if (data != NULL || rc != &link->cmd) {
+        return;                 /* AUTH or SELECT */
+    }
+
+    /* PING: the command connection is ready */
+
+    rc->ready = 1;
+
+    if (link->state == NGX_OMNIROUTE_REDIS_CONNECTING && link->sub.ready) {
+        (void) ngx_atomic_fetch_add(&link->stats->connects, 1);
+        ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_SYNCING);
+        link->sub_seen = ngx_current_msec;
+        link->heartbeat_at = ngx_current_msec;
+        ngx_omniroute_redis_start_sync(link);
+    }
+}
+
+
+static void
+ngx_omniroute_redis_on_subscribe(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    redisReply                  *type;
+    ngx_omniroute_redis_link_t  *link;
+
+    link = rc->link;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements < 3)
+    {
+        return;
+    }
+
+    type = reply->element[0];
+
+    if (type->type != REDIS_REPLY_STRING) {
+        return;
+    }
+
+    if (type->len == 7 && ngx_strncmp(type->str, "message", 7) == 0) {
+
+        if (reply->element[2]->type == REDIS_REPLY_STRING) {
+            ngx_omniroute_redis_message(link, (u_char *) reply->element[2]->str,
+                                        reply->element[2]->len);
+        }
+
+        return;
+    }
+
+    if (type->len == 9 && ngx_strncmp(type->str, "subscribe", 9) == 0) {
+        rc->ready = 1;
+        rc->progress = ngx_current_msec;
+        link->sub_seen = ngx_current_msec;
+
+        if (link->state == NGX_OMNIROUTE_REDIS_CONNECTING && link->cmd.ready)
+        {
+            (void) ngx_atomic_fetch_add(&link->stats->connects, 1);
+            ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_SYNCING);
+            link->heartbeat_at = ngx_current_msec;
+            ngx_omniroute_redis_start_sync(link);
+        }
+    }
+}
+
+
+/* the event adapter */
+
+static void
+ngx_omniroute_redis_add_read(void *privdata)
+{
+    ngx_connection_t  *c = privdata;
+
+    if (!c->read->active) {
+        if (ngx_add_event(c->read, NGX_READ_EVENT,
+                          (ngx_event_flags & NGX_USE_CLEAR_EVENT)
+                          ? NGX_CLEAR_EVENT : NGX_LEVEL_EVENT)
+            != NGX_OK)
+        {
+            ngx_log_error(NGX_LOG_ERR, c->log, 0,
+                          "omniroute redis: could not add a read event");
+        }
+    }
+}
+
+
+static void
+ngx_omniroute_redis_del_read(void *privdata)
+{
+    ngx_connection_t  *c = privdata;
+
+    if (c->read->active) {
+        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
+    }
+}
+
+
+static void
+ngx_omniroute_redis_add_write(void *privdata)
+{
+    ngx_connection_t  *c = privdata;
+
+    if (!c->write->active) {
+        if (ngx_add_event(c->write, NGX_WRITE_EVENT,
+                          (ngx_event_flags & NGX_USE_CLEAR_EVENT)
+                          ? NGX_CLEAR_EVENT : NGX_LEVEL_EVENT)
+            != NGX_OK)
+        {
+            ngx_log_error(NGX_LOG_ERR, c->log, 0,
+                          "omniroute redis: could not add a write event");
+        }
+    }
+}
+
+
+static void
+ngx_omniroute_redis_del_write(void *privdata)
+{
+    ngx_connection_t  *c = privdata;
+
+    if (c->write->active) {
+        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
+    }
+}
+
+
+/*
+ * hiredis is freeing the context and will close the descriptor itself:
+ * drop the events, return the connection with fd -1.  May run inside our
+ * own read handler; the caller then sees rc->c != c.
+ */
+
+static void
+ngx_omniroute_redis_cleanup(void *privdata)
+{
+    ngx_connection_t  *c = privdata;
+
+    ngx_omniroute_redis_conn_t  *rc;
+
+    rc = c->data;
+
+    if (c->read->active) {
+        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
+    }
+
+    if (c->write->active) {
+        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
+    }
+
+    if (c->read->timer_set) {
+        ngx_del_timer(c->read);
+    }
+
+    if (c->write->timer_set) {
+        ngx_del_timer(c->write);
+    }
+
+    if (c->read->posted) {
+        ngx_delete_posted_event(c->read);
+    }
+
+    if (c->write->posted) {
+        ngx_delete_posted_event(c->write);
+    }
+
+    ngx_free_connection(c);
+    c->fd = (ngx_socket_t) -1;
+
+    rc->c = NULL;
+    rc->ac = NULL;
+    rc->ready = 0;
+}
+
+
+static void
+ngx_omniroute_redis_read_handler(ngx_event_t *rev)
+{
+    ngx_connection_t  *c = rev->data;
+
+    int                          n;
+    ngx_socket_t                 fd;
+    ngx_omniroute_redis_conn_t  *rc;
+
+    rc = c->data;
+
+    /* edge-triggered: read until the socket is empty */
+
+    for ( ;; ) {
+        fd = c->fd;
+
+        redisAsyncHandleRead(rc->ac);
+
+        if (rc->c != c) {
+            return;             /* freed meanwhile */
+        }
+
+        if (ioctl(fd, FIONREAD, &n) == -1 || n <= 0) {
+            return;
+        }
+    }
+}
+
+
+static void
+ngx_omniroute_redis_write_handler(ngx_event_t *wev)
+{
+    ngx_connection_t  *c = wev->data;
+
+    ngx_omniroute_redis_conn_t  *rc;
+
+    rc = c->data;
+
+    redisAsyncHandleWrite(rc->ac);
+}

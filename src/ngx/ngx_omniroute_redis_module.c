@@ -1,0 +1,1353 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * ngx_http_omniroute_redis_module: mirrors the omniroute state zone to a
+ * Redis server so that every node of a cluster shares breakers, cooldowns,
+ * lockouts and runtime settings (SPEC R-CLUSTER-2/3, R-CB-7, R-ML-6).
+ *
+ *   omniroute_redis 127.0.0.1:6379 | unix:/path/redis.sock
+ *                   [password=... | password_file=path] [db=N]
+ *                   [prefix=omniroute:] [node=name] [timeout=2s]
+ *                   [interval=10ms] [keepalive=1s] [retention=1h]
+ *                   [resync=5m] [backoff=100ms] [backoff_max=10s]
+ *                   [log_interval=10s] [queue=4096];
+ *
+ *   omniroute_redis_debug;      (location: inspect and change records;
+ *                                for tests and diagnostics only)
+ *
+ * Variables: $omniroute_redis_link (link state), $omniroute_redis_stats
+ * (JSON counters).
+ *
+ * See ngx_omniroute_redis_link.c for the link and docs/cluster.md for the
+ * guarantees.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <jansson.h>
+
+#include "ngx_omniroute_redis_int.h"
+#include "or_breaker.h"
+#include "or_cooldown.h"
+#include "or_lockout.h"
+
+
+#define NGX_OMNIROUTE_REDIS_PASSWORD_MAX  1024
+#define NGX_OMNIROUTE_REDIS_DEBUG_VALUE   64
+
+
+typedef struct {
+    json_t                       *list;
+    ngx_uint_t                    table;
+    or_msec_t                     now;
+} ngx_omniroute_redis_dump_t;
+
+
+typedef struct {
+    ngx_uint_t                    table;
+    ngx_str_t                     op;
+    or_msec_t                     now;
+    or_msec_t                     ms;
+    ngx_int_t                     n;
+    ngx_str_t                     value;
+    ngx_msec_t                    retention;
+} ngx_omniroute_redis_change_t;
+
+
+static ngx_int_t ngx_omniroute_redis_add_variables(ngx_conf_t *cf);
+static void *ngx_omniroute_redis_create_main_conf(ngx_conf_t *cf);
+static char *ngx_omniroute_redis_init_main_conf(ngx_conf_t *cf, void *conf);
+static char *ngx_omniroute_redis(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static ngx_int_t ngx_omniroute_redis_parse_addr(ngx_conf_t *cf,
+    ngx_omniroute_redis_main_conf_t *rmcf, ngx_str_t *addr);
+static ngx_int_t ngx_omniroute_redis_read_password(ngx_conf_t *cf,
+    ngx_str_t *path, ngx_str_t *password);
+static ngx_int_t ngx_omniroute_redis_init_zone(ngx_shm_zone_t *shm_zone,
+    void *data);
+static ngx_int_t ngx_omniroute_redis_init_process(ngx_cycle_t *cycle);
+static void ngx_omniroute_redis_exit_process(ngx_cycle_t *cycle);
+
+static ngx_int_t ngx_omniroute_redis_link_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_omniroute_redis_stats_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static json_t *ngx_omniroute_redis_stats_json(void);
+
+static char *ngx_omniroute_redis_debug(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static ngx_int_t ngx_omniroute_redis_debug_handler(ngx_http_request_t *r);
+static ngx_uint_t ngx_omniroute_redis_debug_change(void *value, void *arg,
+    or_msec_t *expires);
+static json_t *ngx_omniroute_redis_record_json(ngx_uint_t table,
+    ngx_str_t *key, u_char *value, size_t size, or_msec_t now);
+static void ngx_omniroute_redis_dump(ngx_str_t *key, void *value,
+    size_t size, void *arg);
+static ngx_int_t ngx_omniroute_redis_send_json(ngx_http_request_t *r,
+    ngx_uint_t status, json_t *doc);
+
+
+static ngx_command_t  ngx_omniroute_redis_commands[] = {
+
+    { ngx_string("omniroute_redis"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_omniroute_redis,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_redis_debug"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_omniroute_redis_debug,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_omniroute_redis_module_ctx = {
+    ngx_omniroute_redis_add_variables,     /* preconfiguration */
+    NULL,                                  /* postconfiguration */
+
+    ngx_omniroute_redis_create_main_conf,  /* create main configuration */
+    ngx_omniroute_redis_init_main_conf,    /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    NULL,                                  /* create location configuration */
+    NULL                                   /* merge location configuration */
+};
+
+
+ngx_module_t  ngx_http_omniroute_redis_module = {
+    NGX_MODULE_V1,
+    &ngx_omniroute_redis_module_ctx,       /* module context */
+    ngx_omniroute_redis_commands,          /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    ngx_omniroute_redis_init_process,      /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    ngx_omniroute_redis_exit_process,      /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+static ngx_http_variable_t  ngx_omniroute_redis_vars[] = {
+
+    { ngx_string("omniroute_redis_link"), NULL,
+      ngx_omniroute_redis_link_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("omniroute_redis_stats"), NULL,
+      ngx_omniroute_redis_stats_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+      ngx_http_null_variable
+};
+
+
+static const char  *ngx_omniroute_redis_state_names[] = {
+    "disabled",
+    "connecting",
+    "syncing",
+    "up",
+    "down"
+};
+
+
+ngx_omniroute_redis_stats_t *
+ngx_omniroute_redis_stats(void)
+{
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
+                                               ngx_http_omniroute_redis_module);
+
+    if (rmcf == NULL || rmcf->addr.len == 0 || rmcf->sh == NULL) {
+        return NULL;
+    }
+
+    return &rmcf->sh->stats;
+}
+
+
+const char *
+ngx_omniroute_redis_state_name(ngx_uint_t state)
+{
+    if (state >= NGX_OMNIROUTE_REDIS_STATE_COUNT) {
+        return "unknown";
+    }
+
+    return ngx_omniroute_redis_state_names[state];
+}
+
+
+static ngx_int_t
+ngx_omniroute_redis_add_variables(ngx_conf_t *cf)
+{
+    ngx_http_variable_t  *var, *v;
+
+    for (v = ngx_omniroute_redis_vars; v->name.len; v++) {
+        var = ngx_http_add_variable(cf, &v->name, v->flags);
+        if (var == NULL) {
+            return NGX_ERROR;
+        }
+
+        var->get_handler = v->get_handler;
+        var->data = v->data;
+    }
+
+    return NGX_OK;
+}
+
+
+static void *
+ngx_omniroute_redis_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = ngx_pcalloc(cf->pool, sizeof(ngx_omniroute_redis_main_conf_t));
+    if (rmcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     rmcf->addr = { 0, NULL };
+     *     rmcf->host = NULL;
+     *     rmcf->unix_path = NULL;
+     *     rmcf->password = { 0, NULL };
+     *     rmcf->prefix = { 0, NULL };
+     *     rmcf->node = { 0, NULL };
+     *     rmcf->channel = { 0, NULL };
+     *     rmcf->shm_zone = NULL;
+     *     rmcf->sh = NULL;
+     */
+
+    rmcf->port = NGX_CONF_UNSET;
+    rmcf->db = NGX_CONF_UNSET;
+    rmcf->timeout = NGX_CONF_UNSET_MSEC;
+    rmcf->interval = NGX_CONF_UNSET_MSEC;
+    rmcf->keepalive = NGX_CONF_UNSET_MSEC;
+    rmcf->retention = NGX_CONF_UNSET_MSEC;
+    rmcf->resync = NGX_CONF_UNSET_MSEC;
+    rmcf->backoff_min = NGX_CONF_UNSET_MSEC;
+    rmcf->backoff_max = NGX_CONF_UNSET_MSEC;
+    rmcf->log_interval = NGX_CONF_UNSET_MSEC;
+    rmcf->queue = NGX_CONF_UNSET_UINT;
+
+    return rmcf;
+}
+
+
+static char *
+ngx_omniroute_redis_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_omniroute_redis_main_conf_t *rmcf = conf;
+
+    u_char                     *p;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    if (rmcf->addr.len == 0) {
+        return NGX_CONF_OK;
+    }
+
+    omcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_omniroute_module);
+
+    if (omcf == NULL || omcf->shm_zone == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"omniroute_redis\" requires \"omniroute_zone\"");
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_conf_init_value(rmcf->db, 0);
+    ngx_conf_init_msec_value(rmcf->timeout, 2000);
+    ngx_conf_init_msec_value(rmcf->interval, 10);
+    ngx_conf_init_msec_value(rmcf->keepalive, 1000);
+    ngx_conf_init_msec_value(rmcf->retention, 3600 * 1000);
+    ngx_conf_init_msec_value(rmcf->resync, 300 * 1000);
+    ngx_conf_init_msec_value(rmcf->backoff_min, 100);
+    ngx_conf_init_msec_value(rmcf->backoff_max, 10000);
+    ngx_conf_init_msec_value(rmcf->log_interval, 10000);
+    ngx_conf_init_uint_value(rmcf->queue, 4096);
+
+    if (rmcf->prefix.data == NULL) {
+        ngx_str_set(&rmcf->prefix, "omniroute:");
+    }
+
+    if (rmcf->backoff_max < rmcf->backoff_min) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"omniroute_redis\" backoff_max must be at least "
+                           "backoff");
+        return NGX_CONF_ERROR;
+    }
+
+    if (rmcf->node.data == NULL) {
+        /* unique per start: two instances on one host never collide */
+
+        p = ngx_pnalloc(cf->pool, cf->cycle->hostname.len + 1 + 8);
+        if (p == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        rmcf->node.data = p;
+        rmcf->node.len = ngx_sprintf(p, "%*s-%08xD",
+                                     ngx_min(cf->cycle->hostname.len,
+                                             NGX_OMNIROUTE_REDIS_NODE_MAX
+                                             - 9),
+                                     cf->cycle->hostname.data,
+                                     (uint32_t) ngx_random())
+                         - p;
+    }
+
+    p = ngx_pnalloc(cf->pool, rmcf->prefix.len + sizeof("events:")
+                              + NGX_INT_T_LEN);
+    if (p == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    rmcf->channel.data = p;
+    rmcf->channel.len = ngx_sprintf(p, "%Vevents:%i%Z", &rmcf->prefix,
+                                    rmcf->db)
+                        - p - 1;
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_omniroute_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_omniroute_redis_main_conf_t *rmcf = conf;
+
+    u_char      *p;
+    ngx_int_t    n;
+    ngx_str_t   *value, s, name, path;
+    ngx_uint_t   i, j;
+
+    static struct {
+        const char  *name;
+        size_t       offset;
+    } times[] = {
+        { "timeout=", offsetof(ngx_omniroute_redis_main_conf_t, timeout) },
+        { "interval=", offsetof(ngx_omniroute_redis_main_conf_t, interval) },
+        { "keepalive=",
+          offsetof(ngx_omniroute_redis_main_conf_t, keepalive) },
+        { "retention=",
+          offsetof(ngx_omniroute_redis_main_conf_t, retention) },
+        { "resync=", offsetof(ngx_omniroute_redis_main_conf_t, resync) },
+        { "backoff=",
+          offsetof(ngx_omniroute_redis_main_conf_t, backoff_min) },
+        { "backoff_max=",
+          offsetof(ngx_omniroute_redis_main_conf_t, backoff_max) },
+        { "log_interval=",
+          offsetof(ngx_omniroute_redis_main_conf_t, log_interval) },
+        { NULL, 0 }
+    };
+
+    if (rmcf->addr.len) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_omniroute_redis_parse_addr(cf, rmcf, &value[1]) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "password=", 9) == 0) {
+
+            if (rmcf->password.data) {
+                goto duplicate;
+            }
+
+            rmcf->password.data = value[i].data + 9;
+            rmcf->password.len = value[i].len - 9;
+
+            if (rmcf->password.len == 0) {
+                goto invalid;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "password_file=", 14) == 0) {
+
+            if (rmcf->password.data) {
+                goto duplicate;
+            }
+
+            path.data = value[i].data + 14;
+            path.len = value[i].len - 14;
+
+            if (path.len == 0
+                || ngx_omniroute_redis_read_password(cf, &path,
+                                                     &rmcf->password)
+                   != NGX_OK)
+            {
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "db=", 3) == 0) {
+            n = ngx_atoi(value[i].data + 3, value[i].len - 3);
+
+            if (n == NGX_ERROR || n > 1000000) {
+                goto invalid;
+            }
+
+            rmcf->db = n;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "prefix=", 7) == 0) {
+            s.data = value[i].data + 7;
+            s.len = value[i].len - 7;
+
+            if (s.len == 0 || s.len > NGX_OMNIROUTE_REDIS_PREFIX_MAX) {
+                goto invalid;
+            }
+
+            /* no glob characters: the prefix is a SCAN pattern */
+
+            for (p = s.data; p < s.data + s.len; p++) {
+                if (!(isalnum(*p) || ngx_strchr(":_-./{}", *p))) {
+                    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                       "invalid parameter \"%V\": letters, "
+                                       "digits and \":_-./{}\" only",
+                                       &value[i]);
+                    return NGX_CONF_ERROR;
+                }
+            }
+
+            rmcf->prefix = s;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "node=", 5) == 0) {
+            s.data = value[i].data + 5;
+            s.len = value[i].len - 5;
+
+            if (s.len == 0 || s.len > NGX_OMNIROUTE_REDIS_NODE_MAX) {
+                goto invalid;
+            }
+
+            for (p = s.data; p < s.data + s.len; p++) {
+                if (*p <= ' ' || *p >= 0x7f) {
+                    goto invalid;
+                }
+            }
+
+            rmcf->node = s;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "queue=", 6) == 0) {
+            n = ngx_atoi(value[i].data + 6, value[i].len - 6);
+
+            if (n == NGX_ERROR || n < 16 || n > 1000000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid parameter \"%V\": must be "
+                                   "between 16 and 1000000", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            rmcf->queue = n;
+            continue;
+        }
+
+        for (j = 0; times[j].name; j++) {
+            n = ngx_strlen(times[j].name);
+
+            if (ngx_strncmp(value[i].data, times[j].name, n) == 0) {
+                break;
+            }
+        }
+
+        if (times[j].name == NULL) {
+            goto invalid;
+        }
+
+        s.data = value[i].data + n;
+        s.len = value[i].len - n;
+
+        n = ngx_parse_time(&s, 0);
+
+        if (n == NGX_ERROR
+            || (n == 0 && ngx_strcmp(times[j].name, "resync=") != 0))
+        {
+            goto invalid;
+        }
+
+        *(ngx_msec_t *) ((u_char *) rmcf + times[j].offset) = (ngx_msec_t) n;
+    }
+
+    rmcf->addr = value[1];
+
+    ngx_str_set(&name, "omniroute_redis");
+
+    rmcf->shm_zone = ngx_shared_memory_add(cf, &name, 8 * ngx_pagesize,
+                                           &ngx_http_omniroute_redis_module);
+    if (rmcf->shm_zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    rmcf->shm_zone->init = ngx_omniroute_redis_init_zone;
+    rmcf->shm_zone->data = rmcf;
+
+    return NGX_CONF_OK;
+
+duplicate:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "duplicate password in \"omniroute_redis\"");
+    return NGX_CONF_ERROR;
+
+invalid:
+
+    if (ngx_strncmp(value[i].data, "password=", 9) == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"password=\" (empty)");
+
+    } else {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+    }
+
+    return NGX_CONF_ERROR;
+}
+
+
+/*
+ * IPv4/IPv6 literal with an optional port (6379), or unix:path.  No host
+ * names: hiredis would resolve them with a blocking call on the event
+ * loop.
+ */
+
+static ngx_int_t
+ngx_omniroute_redis_parse_addr(ngx_conf_t *cf,
+    ngx_omniroute_redis_main_conf_t *rmcf, ngx_str_t *addr)
+{
+    u_char     *p, *last, *colon, *host;
+    size_t      len;
+    ngx_int_t   port;
+    in_addr_t   inaddr;
+#if (NGX_HAVE_INET6)
+    u_char      buf[16];
+#endif
+
+    if (addr->len > 5 && ngx_strncmp(addr->data, "unix:", 5) == 0) {
+        len = addr->len - 5;
+
+        if (len >= 108) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "unix socket path \"%V\" is too long", addr);
+            return NGX_ERROR;
+        }
+
+        rmcf->unix_path = ngx_pnalloc(cf->pool, len + 1);
+        if (rmcf->unix_path == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_memcpy(rmcf->unix_path, addr->data + 5, len);
+        rmcf->unix_path[len] = '\0';
+
+        return NGX_OK;
+    }
+
+    p = addr->data;
+    last = p + addr->len;
+    port = 6379;
+
+    if (p < last && *p == '[') {
+        /* [IPv6]:port */
+
+        colon = ngx_strlchr(p, last, ']');
+        if (colon == NULL) {
+            goto invalid;
+        }
+
+        host = p + 1;
+        len = colon - host;
+        p = colon + 1;
+
+        if (p < last) {
+            if (*p != ':') {
+                goto invalid;
+            }
+
+            port = ngx_atoi(p + 1, last - p - 1);
+        }
+
+    } else {
+        colon = ngx_strlchr(p, last, ':');
+        host = p;
+
+        if (colon) {
+            len = colon - p;
+            port = ngx_atoi(colon + 1, last - colon - 1);
+
+        } else {
+            len = addr->len;
+        }
+    }
+
+    if (port < 1 || port > 65535 || len == 0) {
+        goto invalid;
+    }
+
+    inaddr = ngx_inet_addr(host, len);
+
+    if (inaddr == INADDR_NONE) {
+#if (NGX_HAVE_INET6)
+        if (ngx_inet6_addr(host, len, buf) != NGX_OK) {
+            goto invalid;
+        }
+#else
+        goto invalid;
+#endif
+    }
+
+    rmcf->host = ngx_pnalloc(cf->pool, len + 1);
+    if (rmcf->host == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memcpy(rmcf->host, host, len);
+    rmcf->host[len] = '\0';
+    rmcf->port = port;
+
+    return NGX_OK;
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid Redis address \"%V\": an IP address with an "
+                       "optional port, or \"unix:\" and a path (host names "
+                       "are not resolved)", addr);
+    return NGX_ERROR;
+}
+
+
+static ngx_int_t
+ngx_omniroute_redis_read_password(ngx_conf_t *cf, ngx_str_t *path,
+    ngx_str_t *password)
+{
+    u_char           *p, *last;
+    ssize_t           n;
+    ngx_fd_t          fd;
+    ngx_str_t         name;
+    ngx_file_t        file;
+    ngx_file_info_t   fi;
+
+    name = *path;
+
+    if (ngx_conf_full_name(cf->cycle, &name, 1) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    fd = ngx_open_file(name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+    if (fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           ngx_open_file_n " \"%s\" failed", name.data);
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(&file, sizeof(ngx_file_t));
+    file.fd = fd;
+    file.name = name;
+    file.log = cf->log;
+
+    if (ngx_fd_info(fd, &fi) == NGX_FILE_ERROR
+        || ngx_file_size(&fi) > NGX_OMNIROUTE_REDIS_PASSWORD_MAX)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "password file \"%s\" is unreadable or larger "
+                           "than %d bytes", name.data,
+                           NGX_OMNIROUTE_REDIS_PASSWORD_MAX);
+        ngx_close_file(fd);
+        return NGX_ERROR;
+    }
+
+    p = ngx_pnalloc(cf->pool, ngx_file_size(&fi) + 1);
+    if (p == NULL) {
+        ngx_close_file(fd);
+        return NGX_ERROR;
+    }
+
+    n = ngx_read_file(&file, p, ngx_file_size(&fi), 0);
+
+    ngx_close_file(fd);
+
+    if (n == NGX_ERROR) {
+        return NGX_ERROR;
+    }
+
+    last = p + n;
+
+    while (last > p && (last[-1] == '\n' || last[-1] == '\r'
+                        || last[-1] == ' ' || last[-1] == '\t'))
+    {
+        last--;
+    }
+
+    if (p == last) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "password file \"%s\" is empty", name.data);
+        return NGX_ERROR;
+    }
+
+    password->data = p;
+    password->len = last - p;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_redis_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+{
+    ngx_omniroute_redis_main_conf_t  *ormcf = data;
+
+    ngx_slab_pool_t                  *shpool;
+    ngx_omniroute_redis_sh_t         *sh;
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = shm_zone->data;
+
+    if (ormcf) {
+        /* reload: counters and versions stay */
+        rmcf->sh = ormcf->sh;
+        return NGX_OK;
+    }
+
+    shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (shm_zone->shm.exists) {
+        rmcf->sh = shpool->data;
+        return NGX_OK;
+    }
+
+    sh = ngx_slab_calloc(shpool, sizeof(ngx_omniroute_redis_sh_t));
+    if (sh == NULL) {
+        return NGX_ERROR;
+    }
+
+    sh->stats.state = NGX_OMNIROUTE_REDIS_DOWN;
+
+    shpool->data = sh;
+    rmcf->sh = sh;
+
+    return NGX_OK;
+}
+
+
+/* worker 0 owns the link; the other workers only read the zone */
+
+static ngx_int_t
+ngx_omniroute_redis_init_process(ngx_cycle_t *cycle)
+{
+    ngx_omniroute_main_conf_t        *omcf;
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    if ((ngx_process != NGX_PROCESS_WORKER
+         && ngx_process != NGX_PROCESS_SINGLE)
+        || ngx_worker != 0)
+    {
+        return NGX_OK;
+    }
+
+    rmcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_omniroute_redis_module);
+
+    if (rmcf == NULL || rmcf->addr.len == 0 || rmcf->sh == NULL) {
+        return NGX_OK;
+    }
+
+    omcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_omniroute_module);
+
+    if (omcf == NULL || omcf->store.sh == NULL) {
+        return NGX_OK;
+    }
+
+    if (ngx_omniroute_redis_link_init(cycle, rmcf, &omcf->store) != NGX_OK) {
+        /* serving goes on without the mirror */
+        ngx_log_error(NGX_LOG_ERR, cycle->log, 0,
+                      "omniroute redis: could not start the link");
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_omniroute_redis_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_omniroute_redis_link_exit(cycle);
+}
+
+
+/* variables */
+
+static ngx_int_t
+ngx_omniroute_redis_link_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    const char                   *name;
+    ngx_omniroute_redis_stats_t  *stats;
+
+    stats = ngx_omniroute_redis_stats();
+
+    name = ngx_omniroute_redis_state_name(stats
+                                          ? stats->state
+                                          : NGX_OMNIROUTE_REDIS_DISABLED);
+
+    v->data = (u_char *) name;
+    v->len = ngx_strlen(name);
+    v->valid = 1;
+    v->no_cacheable = 1;
+    v->not_found = 0;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_redis_stats_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    char    *s;
+    json_t  *doc;
+
+    doc = ngx_omniroute_redis_stats_json();
+    if (doc == NULL) {
+        return NGX_ERROR;
+    }
+
+    s = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+
+    if (s == NULL) {
+        return NGX_ERROR;
+    }
+
+    v->len = ngx_strlen(s);
+    v->data = ngx_pnalloc(r->pool, v->len);
+
+    if (v->data == NULL) {
+        free(s);
+        return NGX_ERROR;
+    }
+
+    ngx_memcpy(v->data, s, v->len);
+    free(s);
+
+    v->valid = 1;
+    v->no_cacheable = 1;
+    v->not_found = 0;
+
+    return NGX_OK;
+}
+
+
+static json_t *
+ngx_omniroute_redis_stats_json(void)
+{
+    json_t                           *doc;
+    ngx_omniroute_redis_stats_t      *st;
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    st = ngx_omniroute_redis_stats();
+
+    if (st == NULL) {
+        return json_pack("{s:s}", "state", "disabled");
+    }
+
+    rmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
+                                               ngx_http_omniroute_redis_module);
+
+    doc = json_pack("{s:s, s:s#, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
+                    " s:I, s:I, s:I, s:I, s:I, s:I}",
+                    "state", ngx_omniroute_redis_state_name(st->state),
+                    "node", rmcf->node.data, (int) rmcf->node.len,
+                    "state_since", (json_int_t) st->state_since,
+                    "owner", (json_int_t) st->owner,
+                    "connects", (json_int_t) st->connects,
+                    "failures", (json_int_t) st->failures,
+                    "syncs", (json_int_t) st->syncs,
+                    "loaded", (json_int_t) st->loaded,
+                    "published", (json_int_t) st->published,
+                    "received", (json_int_t) st->received,
+                    "applied", (json_int_t) st->applied,
+                    "write_backs", (json_int_t) st->write_backs,
+                    "overflows", (json_int_t) st->overflows,
+                    "errors", (json_int_t) st->errors,
+                    "pending", (json_int_t) st->pending,
+                    "lag_ms", (json_int_t) st->lag_ms);
+
+    return doc;
+}
+
+
+/*
+ * omniroute_redis_debug: read, list and change store records directly,
+ * as the request path would (local changes, published by the mirror).
+ * For tests, benchmarks and diagnostics; never expose it.
+ *
+ *   ?table=T                    list the records of T
+ *   ?table=T&key=K              one record
+ *   ?table=T&key=K&op=OP...     change it, then show it:
+ *     breaker   open (ms, n), reset
+ *     conn      cooldown (ms), terminal, success, reset
+ *     lockout, rejected   lock (ms, n), decay, clear
+ *     settings  set (value)
+ *     any       delete
+ *   no table: the link's counters.
+ */
+
+static char *
+ngx_omniroute_redis_debug(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_omniroute_redis_debug_handler;
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_redis_debug_handler(ngx_http_request_t *r)
+{
+    u_char                        buf[NGX_OMNIROUTE_REDIS_VALUE_MAX];
+    size_t                        size;
+    json_t                       *doc;
+    ngx_int_t                     rc, table;
+    ngx_str_t                     arg, key, op, ms, n;
+    ngx_omniroute_main_conf_t    *omcf;
+    ngx_omniroute_redis_dump_t    dump;
+    ngx_omniroute_redis_link_t    link;
+    ngx_omniroute_redis_change_t  ch;
+
+    if (r->method != NGX_HTTP_GET && r->method != NGX_HTTP_POST) {
+        return NGX_HTTP_NOT_ALLOWED;
+    }
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (omcf == NULL || omcf->store.sh == NULL) {
+        return ngx_omniroute_redis_send_json(r, NGX_HTTP_NOT_FOUND,
+                   json_pack("{s:s}", "error", "no omniroute_zone"));
+    }
+
+    if (ngx_http_arg(r, (u_char *) "table", 5, &arg) != NGX_OK) {
+        return ngx_omniroute_redis_send_json(r, NGX_HTTP_OK,
+                                             ngx_omniroute_redis_stats_json());
+    }
+
+    table = ngx_omniroute_redis_table_of(arg.data, arg.len);
+
+    if (table == NGX_ERROR) {
+        return ngx_omniroute_redis_send_json(r, NGX_HTTP_BAD_REQUEST,
+                   json_pack("{s:s}", "error", "unknown table"));
+    }
+
+    ngx_memzero(&link, sizeof(ngx_omniroute_redis_link_t));
+    link.store = &omcf->store;
+
+    if (ngx_http_arg(r, (u_char *) "key", 3, &key) != NGX_OK) {
+        dump.list = json_array();
+        dump.table = table;
+        dump.now = ngx_omniroute_now();
+
+        if (dump.list == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        (void) ngx_omniroute_store_visit(&omcf->store, table,
+                                         ngx_omniroute_redis_dump, &dump,
+                                         r->pool);
+
+        return ngx_omniroute_redis_send_json(r, NGX_HTTP_OK,
+                   json_pack("{s:o}", "records", dump.list));
+    }
+
+    if (ngx_http_arg(r, (u_char *) "op", 2, &op) == NGX_OK) {
+
+        ngx_memzero(&ch, sizeof(ngx_omniroute_redis_change_t));
+        ch.table = table;
+        ch.op = op;
+        ch.now = ngx_omniroute_now();
+        ch.ms = 60000;
+        ch.n = 1;
+        ch.retention = 3600 * 1000;
+
+        if (ngx_http_arg(r, (u_char *) "ms", 2, &ms) == NGX_OK) {
+            ch.ms = ngx_atoi(ms.data, ms.len);
+        }
+
+        if (ngx_http_arg(r, (u_char *) "n", 1, &n) == NGX_OK) {
+            ch.n = ngx_atoi(n.data, n.len);
+        }
+
+        if (ngx_http_arg(r, (u_char *) "value", 5, &ch.value) != NGX_OK) {
+            ngx_str_null(&ch.value);
+        }
+
+        if (ch.ms == NGX_ERROR || ch.n == NGX_ERROR
+            || ch.value.len > NGX_OMNIROUTE_REDIS_DEBUG_VALUE)
+        {
+            return ngx_omniroute_redis_send_json(r, NGX_HTTP_BAD_REQUEST,
+                       json_pack("{s:s}", "error", "bad ms, n or value"));
+        }
+
+        if (op.len == 6 && ngx_strncmp(op.data, "delete", 6) == 0) {
+            (void) ngx_omniroute_store_delete(&omcf->store, table, &key, 0);
+
+        } else {
+            size = ngx_omniroute_redis_value_size(table);
+
+            if (table == NGX_OMNIROUTE_T_SETTINGS) {
+                size = NGX_OMNIROUTE_REDIS_DEBUG_VALUE;
+
+            } else if (size == 0) {
+                return ngx_omniroute_redis_send_json(r,
+                           NGX_HTTP_BAD_REQUEST,
+                           json_pack("{s:s}", "error", "table not changed "
+                                     "through omniroute_redis_debug"));
+            }
+
+            rc = ngx_omniroute_store_update(&omcf->store, table, &key, size,
+                                           ngx_omniroute_redis_debug_change,
+                                           &ch, 0);
+            if (rc == NGX_ERROR) {
+                return ngx_omniroute_redis_send_json(r,
+                           NGX_HTTP_INTERNAL_SERVER_ERROR,
+                           json_pack("{s:s}", "error", "store update failed"));
+            }
+        }
+    }
+
+    if (ngx_omniroute_redis_read(&link, table, &key, buf, &size, r->pool)
+        != NGX_OK)
+    {
+        return ngx_omniroute_redis_send_json(r, NGX_HTTP_OK,
+                   json_pack("{s:b, s:s, s:s#}", "found", 0,
+                             "table", ngx_omniroute_redis_table_name(table),
+                             "key", key.data, (int) key.len));
+    }
+
+    doc = ngx_omniroute_redis_record_json(table, &key, buf, size,
+                                          ngx_omniroute_now());
+
+    return ngx_omniroute_redis_send_json(r, NGX_HTTP_OK, doc);
+}
+
+
+static ngx_uint_t
+ngx_omniroute_redis_debug_change(void *value, void *arg, or_msec_t *expires)
+{
+    ngx_omniroute_redis_change_t *ch = arg;
+
+    ngx_str_t         *op;
+    or_msec_t          now;
+    or_breaker_t      *cb;
+    or_lockout_t      *lo;
+    or_conn_state_t   *cs;
+
+#define ngx_omniroute_redis_op_is(s)                                         \
+    (op->len == sizeof(s) - 1 && ngx_strncmp(op->data, s, op->len) == 0)
+
+    op = &ch->op;
+    now = ch->now;
+
+    switch (ch->table) {
+
+    case NGX_OMNIROUTE_T_BREAKER:
+        cb = value;
+
+        if (ngx_omniroute_redis_op_is("open")) {
+            cb->state = OR_CB_OPEN;
+            cb->failures += (uint32_t) ch->n;
+            cb->last_failure_at = now;
+            cb->last_reason = OR_REASON_SERVER_ERROR;
+            cb->opened_at = now;
+            cb->open_until = now + ch->ms;
+            cb->successes = 0;
+            return NGX_OMNIROUTE_CHANGED;
+        }
+
+        if (ngx_omniroute_redis_op_is("reset")) {
+            return or_breaker_reset(cb) ? NGX_OMNIROUTE_CHANGED
+                                        : NGX_OMNIROUTE_UNCHANGED;
+        }
+
+        break;
+
+    case NGX_OMNIROUTE_T_CONN:
+        cs = value;
+
+        if (ngx_omniroute_redis_op_is("cooldown")) {
+            cs->until = ngx_max(cs->until, now + ch->ms);
+            cs->failures++;
+            cs->backoff_level++;
+            cs->mark_at = now;
+            cs->last_error_at = now;
+            cs->last_status = 429;
+            cs->last_reason = OR_REASON_RATE_LIMIT_EXCEEDED;
+            return NGX_OMNIROUTE_CHANGED;
+        }
+
+        if (ngx_omniroute_redis_op_is("terminal")) {
+            cs->terminal = OR_TERMINAL_BANNED;
+            cs->terminal_at = now;
+            cs->terminal_status = 403;
+            return NGX_OMNIROUTE_CHANGED;
+        }
+
+        if (ngx_omniroute_redis_op_is("success")) {
+            return or_cooldown_success(cs, now, now) ? NGX_OMNIROUTE_CHANGED
+                                                     : NGX_OMNIROUTE_UNCHANGED;
+        }
+
+        if (ngx_omniroute_redis_op_is("reset")) {
+            return or_cooldown_reset(cs) ? NGX_OMNIROUTE_CHANGED
+                                         : NGX_OMNIROUTE_UNCHANGED;
+        }
+
+        break;
+
+    case NGX_OMNIROUTE_T_LOCKOUT:
+    case NGX_OMNIROUTE_T_REJECTED:
+        lo = value;
+
+        if (ngx_omniroute_redis_op_is("lock")) {
+            lo->failures += (uint32_t) ch->n;
+            lo->until = now + ch->ms;
+            lo->mark_at = now;
+            lo->last_failure_at = now;
+            lo->last_status = 429;
+            lo->reason = OR_REASON_RATE_LIMIT_EXCEEDED;
+            lo->scope = OR_SCOPE_MODEL;
+            *expires = lo->until + (or_msec_t) ch->retention;
+            return NGX_OMNIROUTE_CHANGED;
+        }
+
+        if (ngx_omniroute_redis_op_is("decay")) {
+            return (or_lockout_success(lo, now, now) != OR_LO_KEPT)
+                   ? NGX_OMNIROUTE_CHANGED : NGX_OMNIROUTE_UNCHANGED;
+        }
+
+        if (ngx_omniroute_redis_op_is("clear")) {
+            return or_lockout_clear(lo) ? NGX_OMNIROUTE_CHANGED
+                                        : NGX_OMNIROUTE_UNCHANGED;
+        }
+
+        break;
+
+    case NGX_OMNIROUTE_T_SETTINGS:
+
+        if (ngx_omniroute_redis_op_is("set")) {
+            if (ngx_strncmp(value, ch->value.data, ch->value.len) == 0
+                && ((u_char *) value)[ch->value.len] == '\0')
+            {
+                return NGX_OMNIROUTE_UNCHANGED;
+            }
+
+            ngx_memzero(value, NGX_OMNIROUTE_REDIS_DEBUG_VALUE);
+            ngx_memcpy(value, ch->value.data, ch->value.len);
+            return NGX_OMNIROUTE_CHANGED;
+        }
+
+        break;
+    }
+
+#undef ngx_omniroute_redis_op_is
+
+    return NGX_OMNIROUTE_UNCHANGED;
+}
+
+
+static void
+ngx_omniroute_redis_dump(ngx_str_t *key, void *value, size_t size, void *arg)
+{
+    ngx_omniroute_redis_dump_t *dump = arg;
+
+    json_t  *doc;
+
+    doc = ngx_omniroute_redis_record_json(dump->table, key, value, size,
+                                          dump->now);
+    if (doc) {
+        (void) json_array_append_new(dump->list, doc);
+    }
+}
+
+
+static json_t *
+ngx_omniroute_redis_record_json(ngx_uint_t table, ngx_str_t *key,
+    u_char *value, size_t size, or_msec_t now)
+{
+    json_t           *doc;
+    or_breaker_t      cb;
+    or_lockout_t      lo;
+    or_conn_state_t   cs;
+
+    doc = json_pack("{s:b, s:s, s:s#}", "found", 1,
+                    "table", ngx_omniroute_redis_table_name(table),
+                    "key", key->data, (int) key->len);
+    if (doc == NULL) {
+        return NULL;
+    }
+
+    switch (table) {
+
+    case NGX_OMNIROUTE_T_BREAKER:
+        if (size < sizeof(or_breaker_t)) {
+            break;
+        }
+
+        ngx_memcpy(&cb, value, sizeof(or_breaker_t));
+
+        (void) json_object_set_new(doc, "state",
+                   json_string(or_breaker_state_name(cb.state)));
+        (void) json_object_set_new(doc, "epoch", json_integer(cb.epoch));
+        (void) json_object_set_new(doc, "failures",
+                                   json_integer(cb.failures));
+        (void) json_object_set_new(doc, "open_cycles",
+                                   json_integer(cb.open_cycles));
+        (void) json_object_set_new(doc, "open_until",
+                                   json_integer(cb.open_until));
+        (void) json_object_set_new(doc, "remaining_ms",
+                   json_integer(ngx_max(cb.open_until - now, 0)));
+        break;
+
+    case NGX_OMNIROUTE_T_CONN:
+        if (size < sizeof(or_conn_state_t)) {
+            break;
+        }
+
+        ngx_memcpy(&cs, value, sizeof(or_conn_state_t));
+
+        (void) json_object_set_new(doc, "until", json_integer(cs.until));
+        (void) json_object_set_new(doc, "remaining_ms",
+                   json_integer(ngx_max(cs.until - now, 0)));
+        (void) json_object_set_new(doc, "terminal",
+                   json_string(or_terminal_name(cs.terminal)));
+        (void) json_object_set_new(doc, "failures",
+                                   json_integer(cs.failures));
+        (void) json_object_set_new(doc, "backoff_level",
+                                   json_integer(cs.backoff_level));
+        (void) json_object_set_new(doc, "reset_epoch",
+                                   json_integer(cs.reset_epoch));
+        (void) json_object_set_new(doc, "clear_epoch",
+                                   json_integer(cs.clear_epoch));
+        break;
+
+    case NGX_OMNIROUTE_T_LOCKOUT:
+    case NGX_OMNIROUTE_T_REJECTED:
+        if (size < sizeof(or_lockout_t)) {
+            break;
+        }
+
+        ngx_memcpy(&lo, value, sizeof(or_lockout_t));
+
+        (void) json_object_set_new(doc, "epoch", json_integer(lo.epoch));
+        (void) json_object_set_new(doc, "failures",
+                                   json_integer(lo.failures));
+        (void) json_object_set_new(doc, "until", json_integer(lo.until));
+        (void) json_object_set_new(doc, "remaining_ms",
+                   json_integer(ngx_max(lo.until - now, 0)));
+        (void) json_object_set_new(doc, "active",
+                   json_boolean(or_lockout_active(&lo, now)));
+        break;
+
+    default:
+        (void) json_object_set_new(doc, "size", json_integer(size));
+
+        if (size == NGX_OMNIROUTE_REDIS_DEBUG_VALUE
+            && ngx_strnlen(value, size) < size)
+        {
+            (void) json_object_set_new(doc, "value",
+                                       json_string((char *) value));
+        }
+
+        break;
+    }
+
+    return doc;
+}
+
+
+static ngx_int_t
+ngx_omniroute_redis_send_json(ngx_http_request_t *r, ngx_uint_t status,
+    json_t *doc)
+{
+    char         *s;
+    size_t        len;
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    if (doc == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    s = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+
+    if (s == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    len = ngx_strlen(s);
+
+    b = ngx_create_temp_buf(r->pool, len + 1);
+    if (b == NULL) {
+        free(s);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b->last = ngx_cpymem(b->last, s, len);
+    *b->last++ = '\n';
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    free(s);
+
+    r->headers_out.status = status;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}

@@ -1,0 +1,235 @@
+package RedisServer;
+
+# A real redis-server for the cluster tests: started on a free loopback
+# port (and a unix socket) in the test's directory, no persistence,
+# stopped (SIGTERM, then SIGKILL) by stop() and on DESTROY.  start() after
+# stop() comes back on the same port, empty, like a restarted cache.
+#
+# Also cluster_node(): a second (third...) OmniTest instance whose prefix
+# lives inside the first one's, so that two nginx "nodes" run side by side
+# in one test file.  Core Perl only.
+
+use strict;
+use warnings;
+
+use File::Path qw(make_path);
+use IO::Socket::INET;
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(sleep time);
+
+our $BINARY = $ENV{TEST_REDIS_BINARY} || '/usr/sbin/redis-server';
+$BINARY = '/usr/bin/redis-server' unless -x $BINARY;
+
+sub new {
+    my ($class, $t, %opt) = @_;
+
+    my $self = bless {
+        t => $t,
+        dir => $t->dir . '/redis',
+        port => $t->port('redis'),
+        password => $opt{password},
+    }, $class;
+
+    make_path($self->{dir});
+    $self->{socket} = "$self->{dir}/redis.sock";
+
+    return $self;
+}
+
+sub port { $_[0]{port} }
+sub socket_path { $_[0]{socket} }
+sub addr { '127.0.0.1:' . $_[0]{port} }
+
+sub available { -x $BINARY }
+
+sub start {
+    my ($self) = @_;
+
+    return $self if $self->{pid};
+
+    my @args = ($BINARY, '--port', $self->{port}, '--bind', '127.0.0.1',
+        '--unixsocket', $self->{socket}, '--unixsocketperm', '777',
+        '--save', '', '--appendonly', 'no', '--dir', $self->{dir},
+        '--logfile', "$self->{dir}/redis.log", '--daemonize', 'no',
+        '--databases', '16', '--maxclients', '1000');
+
+    push @args, '--requirepass', $self->{password} if $self->{password};
+
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+
+    if ($pid == 0) {
+        open STDOUT, '>', '/dev/null';
+        open STDERR, '>', '/dev/null';
+        exec @args or POSIX::_exit(127);
+    }
+
+    $self->{pid} = $pid;
+
+    for (1 .. 200) {
+        my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$self->{port}");
+        if ($s) {
+            close $s;
+            return $self;
+        }
+        sleep(0.025);
+    }
+
+    die "redis-server did not start on port $self->{port}";
+}
+
+sub stop {
+    my ($self, $signal) = @_;
+
+    my $pid = delete $self->{pid} or return;
+
+    kill $signal || 'TERM', $pid;
+
+    for (1 .. 200) {
+        return if waitpid($pid, WNOHANG) == $pid;
+        sleep(0.025);
+    }
+
+    kill 'KILL', $pid;
+    waitpid($pid, 0);
+}
+
+# freeze / thaw: a Redis that accepts connections but never answers
+sub pause { kill 'STOP', $_[0]{pid} if $_[0]{pid} }
+sub resume { kill 'CONT', $_[0]{pid} if $_[0]{pid} }
+
+# one command over RESP; returns the decoded reply (arrays as arrayrefs,
+# errors as "ERR: ..." strings)
+sub cmd {
+    my ($self, @args) = @_;
+
+    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$self->{port}",
+                                  Timeout => 2) or return undef;
+
+    if ($self->{password}) {
+        print $s resp('AUTH', $self->{password});
+        read_reply($s);
+    }
+
+    print $s resp(@args);
+    my $r = read_reply($s);
+    close $s;
+    return $r;
+}
+
+sub resp {
+    my (@args) = @_;
+    my $out = '*' . scalar(@args) . "\r\n";
+    $out .= '$' . length($_) . "\r\n$_\r\n" for @args;
+    return $out;
+}
+
+sub read_line {
+    my ($s) = @_;
+    my $line = '';
+    while (1) {
+        my $c;
+        my $n = sysread($s, $c, 1);
+        return undef unless $n;
+        $line .= $c;
+        last if $line =~ /\r\n$/;
+    }
+    $line =~ s/\r\n$//;
+    return $line;
+}
+
+sub read_reply {
+    my ($s) = @_;
+
+    my $line = read_line($s);
+    return undef unless defined $line;
+
+    my ($type, $rest) = (substr($line, 0, 1), substr($line, 1));
+
+    return $rest if $type eq '+';
+    return "ERR: $rest" if $type eq '-';
+    return $rest + 0 if $type eq ':';
+
+    if ($type eq '$') {
+        return undef if $rest < 0;
+        my $data = '';
+        while (length($data) < $rest + 2) {
+            my $n = sysread($s, $data, $rest + 2 - length($data),
+                            length $data);
+            return undef unless $n;
+        }
+        return substr($data, 0, $rest);
+    }
+
+    if ($type eq '*') {
+        return undef if $rest < 0;
+        return [map { read_reply($s) } 1 .. $rest];
+    }
+
+    return undef;
+}
+
+# every key matching a pattern (SCAN)
+sub keys {
+    my ($self, $pattern) = @_;
+    my ($cursor, @keys) = ('0');
+    do {
+        my $r = $self->cmd('SCAN', $cursor, 'MATCH', $pattern, 'COUNT', 1000);
+        return () unless ref $r;
+        $cursor = $r->[0];
+        push @keys, @{$r->[1]};
+    } while ($cursor ne '0');
+    return @keys;
+}
+
+sub DESTROY {
+    my ($self) = @_;
+    local $?;
+    $self->stop;
+}
+
+###########################################################################
+# a second nginx node in the same test
+
+sub cluster_node {
+    my ($t, $name) = @_;
+
+    my $n = bless { %$t }, ref $t;
+
+    $n->{dir} = $t->dir . "/node-$name";
+    $n->{ports} = {};
+    $n->{mocks} = [];
+    $n->{started} = 0;
+
+    make_path("$n->{dir}/logs", "$n->{dir}/tmp");
+
+    return $n;
+}
+
+# worker pids of a node (children of its master)
+sub worker_pids {
+    my ($t) = @_;
+    my $master = $t->master_pid or return ();
+    my @pids;
+    opendir(my $d, '/proc') or return ();
+    for my $p (grep { /^\d+$/ } readdir $d) {
+        open my $fh, '<', "/proc/$p/stat" or next;
+        my $stat = <$fh>;
+        close $fh;
+        next unless $stat;
+        my ($ppid) = $stat =~ /^\d+ \(.*?\) \S+ (\d+)/;
+        push @pids, $p if defined $ppid && $ppid == $master;
+    }
+    closedir $d;
+    return sort { $a <=> $b } @pids;
+}
+
+sub fd_count {
+    my ($pid) = @_;
+    opendir(my $d, "/proc/$pid/fd") or return -1;
+    my $n = grep { /^\d+$/ } readdir $d;
+    closedir $d;
+    return $n;
+}
+
+1;
