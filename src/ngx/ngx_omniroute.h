@@ -123,7 +123,21 @@ typedef struct {
     ngx_omniroute_provider_t     *provider;
     ngx_omniroute_target_t       *target;
     ngx_uint_t                    order;        /* position in config order */
+    unsigned                      has_breaker:1;    /* records seen by */
+    unsigned                      has_conn:1;       /* planning: only */
+    unsigned                      has_lockout:1;    /* these are touched */
+    unsigned                      has_rejected:1;   /* on success */
 } ngx_omniroute_candidate_t;
+
+
+/* the settings in force for a provider, computed once per request */
+typedef struct {
+    ngx_omniroute_provider_t     *provider;
+    ngx_omniroute_settings_t      settings;
+} ngx_omniroute_provider_settings_t;
+
+
+#define NGX_OMNIROUTE_SETTINGS_CACHE  4
 
 
 /* a candidate left out by planning, for the 503 diagnostics */
@@ -178,6 +192,9 @@ typedef struct {
     ngx_str_t                     upstream_url; /* of the current attempt */
     ngx_http_post_subrequest_t    ps;
     ngx_buf_t                    *error_page;   /* JSON for an nginx page */
+    ngx_omniroute_provider_settings_t
+                                  settings[NGX_OMNIROUTE_SETTINGS_CACHE];
+    ngx_uint_t                    nsettings;
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
 } ngx_omniroute_ctx_t;
@@ -218,6 +235,8 @@ ngx_int_t ngx_omniroute_add_route_headers(ngx_http_request_t *r,
 ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a);
 ngx_uint_t ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx);
+ngx_omniroute_settings_t *ngx_omniroute_settings_of(ngx_http_request_t *r,
+    ngx_omniroute_provider_t *p);
 
 /* JSON errors (ngx_omniroute_error.c) */
 ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
@@ -230,7 +249,7 @@ ngx_int_t ngx_omniroute_send_json(ngx_http_request_t *r, ngx_uint_t status,
 ngx_int_t ngx_omniroute_plan_eligible(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_admit(ngx_http_request_t *r,
-    ngx_omniroute_candidate_t *cand);
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand);
 ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_candidate_t *cand, const char *reason,
     or_msec_t retry_after);

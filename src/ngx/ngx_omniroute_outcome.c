@@ -151,19 +151,17 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
     or_lockout_conf_t           rejected;
     ngx_omniroute_store_t      *st;
     ngx_omniroute_outcome_t     o;
-    ngx_omniroute_settings_t    settings;
+    ngx_omniroute_settings_t   *settings;
     ngx_omniroute_candidate_t  *cand;
-    ngx_omniroute_main_conf_t  *omcf;
 
     cand = a->cand;
     st = ngx_omniroute_store_of(r);
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
 
     if (st == NULL) {
         return;
     }
 
-    ngx_omniroute_settings_effective(omcf, cand->provider, &settings);
+    settings = ngx_omniroute_settings_of(r, cand->provider);
 
     status = (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT)
              ? 0 : (int) a->status;
@@ -174,7 +172,7 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
     }
 
     ngx_memzero(&o, sizeof(ngx_omniroute_outcome_t));
-    o.settings = &settings;
+    o.settings = settings;
     o.verdict = &a->verdict;
     o.status = status;
     o.start = a->start;
@@ -208,7 +206,7 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
      * connection's; every other one goes to the connection (R-ML-2).
      */
 
-    lockout = (status && or_lockout_applies(&settings.lockout, status,
+    lockout = (status && or_lockout_applies(&settings->lockout, status,
                                             a->verdict.scope));
 
     if (!lockout) {
@@ -231,7 +229,7 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
     }
 
     if (lockout) {
-        o.lockout_conf = &settings.lockout;
+        o.lockout_conf = &settings->lockout;
         o.scope = or_lockout_scope(status, a->verdict.scope);
 
         len = ngx_omniroute_lockout_key(key, cand, o.scope);
@@ -255,9 +253,7 @@ ngx_omniroute_record_success(ngx_http_request_t *r,
     or_lockout_conf_t           rejected;
     ngx_omniroute_store_t      *st;
     ngx_omniroute_outcome_t     o;
-    ngx_omniroute_settings_t    settings;
     ngx_omniroute_candidate_t  *cand;
-    ngx_omniroute_main_conf_t  *omcf;
 
     cand = a->cand;
     st = ngx_omniroute_store_of(r);
@@ -266,32 +262,45 @@ ngx_omniroute_record_success(ngx_http_request_t *r,
         return;
     }
 
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
-    ngx_omniroute_settings_effective(omcf, cand->provider, &settings);
+    (void) ngx_atomic_fetch_add(&st->sh->stats.attempts[OR_REASON_NONE], 1);
+
+    /*
+     * Only records that planning saw: one created since belongs to a
+     * failure after this attempt started, which a success of this
+     * attempt could not clear anyway (it is stale to it).  A healthy
+     * system writes nothing.
+     */
+
+    if (!(cand->has_breaker || cand->has_conn || cand->has_lockout
+          || cand->has_rejected))
+    {
+        return;
+    }
 
     ngx_memzero(&o, sizeof(ngx_omniroute_outcome_t));
-    o.settings = &settings;
+    o.settings = ngx_omniroute_settings_of(r, cand->provider);
     o.start = a->start;
     o.now = ngx_omniroute_now();
 
-    (void) ngx_atomic_fetch_add(&st->sh->stats.attempts[OR_REASON_NONE], 1);
+    if (cand->has_breaker) {
+        k = cand->provider->name;
+        (void) ngx_omniroute_store_touch(st, NGX_OMNIROUTE_T_BREAKER, &k,
+                                         sizeof(or_breaker_t),
+                                         ngx_omniroute_breaker_succeeded,
+                                         &o);
 
-    /* only records that exist: a healthy system writes nothing */
+        ngx_omniroute_log_breaker(r, cand, &o.breaker);
+    }
 
-    k = cand->provider->name;
-    (void) ngx_omniroute_store_touch(st, NGX_OMNIROUTE_T_BREAKER, &k,
-                                     sizeof(or_breaker_t),
-                                     ngx_omniroute_breaker_succeeded, &o);
+    if (cand->has_conn) {
+        k = cand->conn->id;
+        (void) ngx_omniroute_store_touch(st, NGX_OMNIROUTE_T_CONN, &k,
+                                         sizeof(or_conn_state_t),
+                                         ngx_omniroute_conn_succeeded, &o);
+    }
 
-    ngx_omniroute_log_breaker(r, cand, &o.breaker);
-
-    k = cand->conn->id;
-    (void) ngx_omniroute_store_touch(st, NGX_OMNIROUTE_T_CONN, &k,
-                                     sizeof(or_conn_state_t),
-                                     ngx_omniroute_conn_succeeded, &o);
-
-    if (settings.lockout.enabled) {
-        o.lockout_conf = &settings.lockout;
+    if (cand->has_lockout) {
+        o.lockout_conf = &o.settings->lockout;
         ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_LOCKOUT, cand,
                                       OR_SCOPE_MODEL, &o);
         ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_LOCKOUT, cand,
@@ -300,10 +309,12 @@ ngx_omniroute_record_success(ngx_http_request_t *r,
                                       OR_SCOPE_QUOTA_FAMILY, &o);
     }
 
-    or_lockout_conf_rejected(&rejected);
-    o.lockout_conf = &rejected;
-    ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_REJECTED, cand,
-                                  OR_SCOPE_MODEL, &o);
+    if (cand->has_rejected) {
+        or_lockout_conf_rejected(&rejected);
+        o.lockout_conf = &rejected;
+        ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_REJECTED, cand,
+                                      OR_SCOPE_MODEL, &o);
+    }
 }
 
 

@@ -23,6 +23,7 @@
 typedef struct {
     ngx_omniroute_provider_t     *provider;
     or_msec_t                     retry_after;  /* 0: eligible */
+    ngx_uint_t                    exists;
 } ngx_omniroute_breaker_view_t;
 
 
@@ -46,7 +47,7 @@ typedef struct {
 
 static or_msec_t ngx_omniroute_lockout_retry(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_omniroute_candidate_t *cand, or_scope_e scope,
-    or_msec_t now);
+    or_msec_t now, ngx_uint_t *found);
 static ngx_int_t ngx_omniroute_order(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_store_t *st, or_msec_t now);
 static ngx_uint_t ngx_omniroute_select_update(void *value, void *arg,
@@ -65,11 +66,11 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     or_msec_t                      now, retry;
     ngx_str_t                      key;
-    ngx_uint_t                     i, j, n, nviews;
+    ngx_uint_t                     i, j, n, nviews, found;
     or_breaker_t                   cb;
     or_conn_state_t                cs;
     ngx_omniroute_store_t         *st;
-    ngx_omniroute_settings_t       settings;
+    ngx_omniroute_settings_t      *settings;
     ngx_omniroute_candidate_t     *cand;
     ngx_omniroute_main_conf_t     *omcf;
     ngx_omniroute_breaker_view_t   views[NGX_OMNIROUTE_PLAN_PROVIDERS], *bv;
@@ -96,7 +97,7 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     for (i = 0; i < ctx->candidates.nelts; i++) {
 
-        ngx_omniroute_settings_effective(omcf, cand[i].provider, &settings);
+        settings = ngx_omniroute_settings_of(r, cand[i].provider);
 
         /* the provider's breaker, read once per provider */
 
@@ -114,16 +115,20 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                                                           : &views[0];
             bv->provider = cand[i].provider;
             bv->retry_after = 0;
+            bv->exists = 0;
 
             if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_BREAKER,
                                          &cand[i].provider->name, &cb,
                                          sizeof(or_breaker_t))
                 == NGX_OK)
             {
-                bv->retry_after = or_breaker_retry_after(&settings.breaker,
+                bv->exists = 1;
+                bv->retry_after = or_breaker_retry_after(&settings->breaker,
                                                          &cb, now);
             }
         }
+
+        cand[i].has_breaker = bv->exists;
 
         if (bv->retry_after > 0) {
             if (ngx_omniroute_plan_exclude(ctx, &cand[i], "circuit_open",
@@ -140,11 +145,12 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
         key = cand[i].conn->id;
 
-        if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_CONN, &key, &cs,
-                                     sizeof(or_conn_state_t))
-            == NGX_OK
-            && !or_cooldown_eligible(&cs, now))
-        {
+        cand[i].has_conn = (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_CONN,
+                                                     &key, &cs,
+                                                     sizeof(or_conn_state_t))
+                            == NGX_OK);
+
+        if (cand[i].has_conn && !or_cooldown_eligible(&cs, now)) {
             retry = or_cooldown_retry_after(&cs, now);
 
             if (ngx_omniroute_plan_exclude(ctx, &cand[i],
@@ -162,24 +168,27 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         /* model lockout (opt-in) and request_rejected, scope-aware */
 
         retry = 0;
+        found = 0;
 
-        if (settings.lockout.enabled) {
+        if (settings->lockout.enabled) {
             retry = ngx_omniroute_lockout_retry(st, NGX_OMNIROUTE_T_LOCKOUT,
                                                 &cand[i], OR_SCOPE_MODEL,
-                                                now);
+                                                now, &found);
             retry = ngx_max(retry,
                         ngx_omniroute_lockout_retry(st,
                                                     NGX_OMNIROUTE_T_LOCKOUT,
                                                     &cand[i],
                                                     OR_SCOPE_BASE_MODEL,
-                                                    now));
+                                                    now, &found));
             retry = ngx_max(retry,
                         ngx_omniroute_lockout_retry(st,
                                                     NGX_OMNIROUTE_T_LOCKOUT,
                                                     &cand[i],
                                                     OR_SCOPE_QUOTA_FAMILY,
-                                                    now));
+                                                    now, &found));
         }
+
+        cand[i].has_lockout = found ? 1 : 0;
 
         if (retry > 0) {
             if (ngx_omniroute_plan_exclude(ctx, &cand[i], "model_lockout", retry)
@@ -191,8 +200,11 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
             continue;
         }
 
+        found = 0;
         retry = ngx_omniroute_lockout_retry(st, NGX_OMNIROUTE_T_REJECTED,
-                                            &cand[i], OR_SCOPE_MODEL, now);
+                                            &cand[i], OR_SCOPE_MODEL, now,
+                                            &found);
+        cand[i].has_rejected = found ? 1 : 0;
         if (retry > 0) {
             if (ngx_omniroute_plan_exclude(ctx, &cand[i], "unavailable", retry)
                 != NGX_OK)
@@ -243,7 +255,8 @@ ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
 
 static or_msec_t
 ngx_omniroute_lockout_retry(ngx_omniroute_store_t *st, ngx_uint_t table,
-    ngx_omniroute_candidate_t *cand, or_scope_e scope, or_msec_t now)
+    ngx_omniroute_candidate_t *cand, or_scope_e scope, or_msec_t now,
+    ngx_uint_t *found)
 {
     u_char        buf[NGX_OMNIROUTE_KEY_MAX];
     ngx_str_t     key;
@@ -255,9 +268,14 @@ ngx_omniroute_lockout_retry(ngx_omniroute_store_t *st, ngx_uint_t table,
     if (key.len == 0
         || ngx_omniroute_store_read(st, table, &key, &lo,
                                     sizeof(or_lockout_t))
-           != NGX_OK
-        || !or_lockout_active(&lo, now))
+           != NGX_OK)
     {
+        return 0;
+    }
+
+    *found = 1;
+
+    if (!or_lockout_active(&lo, now)) {
         return 0;
     }
 
@@ -367,14 +385,22 @@ ngx_omniroute_select_update(void *value, void *arg, or_msec_t *expires)
  */
 
 ngx_int_t
-ngx_omniroute_admit(ngx_http_request_t *r, ngx_omniroute_candidate_t *cand)
+ngx_omniroute_admit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_candidate_t *cand)
 {
     or_breaker_t                cb;
     ngx_omniroute_admit_t       adm;
-    ngx_omniroute_settings_t    settings;
+    ngx_omniroute_settings_t   *settings;
     ngx_omniroute_main_conf_t  *omcf;
 
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    /* the first attempt, on a provider that had no breaker record at all
+     * when planning an instant ago: nothing to check */
+
+    if (ctx->attempts.nelts == 0 && !cand->has_breaker) {
+        return NGX_OK;
+    }
 
     if (omcf->shm_zone == NULL
         || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_BREAKER,
@@ -385,17 +411,17 @@ ngx_omniroute_admit(ngx_http_request_t *r, ngx_omniroute_candidate_t *cand)
         return NGX_OK;
     }
 
-    ngx_omniroute_settings_effective(omcf, cand->provider, &settings);
+    settings = ngx_omniroute_settings_of(r, cand->provider);
 
-    adm.settings = &settings;
+    adm.settings = settings;
     adm.now = ngx_omniroute_now();
     adm.admit = OR_CB_ALLOW;
 
     /* the breaker may have opened since planning (this very request) */
 
-    if (or_breaker_state(&settings.breaker, &cb, adm.now) != OR_CB_HALF_OPEN)
+    if (or_breaker_state(&settings->breaker, &cb, adm.now) != OR_CB_HALF_OPEN)
     {
-        return or_breaker_eligible(&settings.breaker, &cb, adm.now)
+        return or_breaker_eligible(&settings->breaker, &cb, adm.now)
                ? NGX_OK : NGX_DECLINED;
     }
 

@@ -467,7 +467,7 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         cand = (ngx_omniroute_candidate_t *) ctx->candidates.elts
                + ctx->next++;
 
-        if (ngx_omniroute_admit(r, cand) == NGX_OK) {
+        if (ngx_omniroute_admit(r, ctx, cand) == NGX_OK) {
             break;
         }
 
@@ -1105,4 +1105,42 @@ ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
     }
 
     return NGX_OK;
+}
+
+
+/*
+ * The settings in force for provider p during this request: read once
+ * (they may carry runtime overrides from the shared zone).
+ */
+
+ngx_omniroute_settings_t *
+ngx_omniroute_settings_of(ngx_http_request_t *r, ngx_omniroute_provider_t *p)
+{
+    ngx_uint_t                          i;
+    ngx_omniroute_ctx_t                *ctx;
+    ngx_omniroute_main_conf_t          *omcf;
+    ngx_omniroute_provider_settings_t  *ps;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+    ctx = ngx_http_get_module_ctx(r->main, ngx_http_omniroute_module);
+
+    if (ctx == NULL) {
+        return &p->settings;
+    }
+
+    for (i = 0; i < ctx->nsettings; i++) {
+        if (ctx->settings[i].provider == p) {
+            return &ctx->settings[i].settings;
+        }
+    }
+
+    i = (ctx->nsettings < NGX_OMNIROUTE_SETTINGS_CACHE)
+        ? ctx->nsettings++ : NGX_OMNIROUTE_SETTINGS_CACHE - 1;
+
+    ps = &ctx->settings[i];
+    ps->provider = p;
+
+    ngx_omniroute_settings_effective(omcf, p, &ps->settings);
+
+    return &ps->settings;
 }

@@ -220,7 +220,7 @@ static const char *
 ngx_omniroute_breaker_state(ngx_http_request_t *r, ngx_omniroute_provider_t *p)
 {
     or_breaker_t                cb;
-    ngx_omniroute_settings_t    settings;
+    ngx_omniroute_settings_t   *settings;
     ngx_omniroute_main_conf_t  *omcf;
 
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
@@ -233,9 +233,9 @@ ngx_omniroute_breaker_state(ngx_http_request_t *r, ngx_omniroute_provider_t *p)
         return "closed";
     }
 
-    ngx_omniroute_settings_effective(omcf, p, &settings);
+    settings = ngx_omniroute_settings_of(r, p);
 
-    switch (or_breaker_state(&settings.breaker, &cb, ngx_omniroute_now())) {
+    switch (or_breaker_state(&settings->breaker, &cb, ngx_omniroute_now())) {
 
     case OR_CB_DEGRADED:
         return "degraded";
