@@ -264,8 +264,9 @@ ngx_omniroute_check_attempts(ngx_conf_t *cf, void *post, void *data)
 
     if (*np < 1 || *np > 100) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid value \"%i\" of \"omniroute_max_attempts\": "
-                           "must be between 1 and 100", *np);
+                           "invalid value \"%i\" of "
+                           "\"omniroute_max_attempts\": must be between 1 "
+                           "and 100", *np);
         return NGX_CONF_ERROR;
     }
 

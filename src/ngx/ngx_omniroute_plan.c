@@ -48,6 +48,9 @@ typedef struct {
 static or_msec_t ngx_omniroute_lockout_retry(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_omniroute_candidate_t *cand, or_scope_e scope,
     or_msec_t now, ngx_uint_t *found);
+static const char *ngx_omniroute_check(ngx_omniroute_store_t *st,
+    ngx_omniroute_candidate_t *cand, ngx_omniroute_settings_t *settings,
+    or_msec_t breaker_retry, or_msec_t now, or_msec_t *retry);
 static ngx_int_t ngx_omniroute_order(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_store_t *st, or_msec_t now);
 static ngx_uint_t ngx_omniroute_select_update(void *value, void *arg,
@@ -65,10 +68,9 @@ ngx_int_t
 ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     or_msec_t                      now, retry;
-    ngx_str_t                      key;
-    ngx_uint_t                     i, j, n, nviews, found;
+    ngx_uint_t                     i, j, n, nviews;
+    const char                    *reason;
     or_breaker_t                   cb;
-    or_conn_state_t                cs;
     ngx_omniroute_store_t         *st;
     ngx_omniroute_settings_t      *settings;
     ngx_omniroute_candidate_t     *cand;
@@ -130,83 +132,11 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
         cand[i].has_breaker = bv->exists;
 
-        if (bv->retry_after > 0) {
-            if (ngx_omniroute_plan_exclude(ctx, &cand[i], "circuit_open",
-                                      bv->retry_after)
-                != NGX_OK)
-            {
-                return NGX_ERROR;
-            }
+        reason = ngx_omniroute_check(st, &cand[i], settings,
+                                     bv->retry_after, now, &retry);
 
-            continue;
-        }
-
-        /* the connection's cooldown or terminal state */
-
-        key = cand[i].conn->id;
-
-        cand[i].has_conn = (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_CONN,
-                                                     &key, &cs,
-                                                     sizeof(or_conn_state_t))
-                            == NGX_OK);
-
-        if (cand[i].has_conn && !or_cooldown_eligible(&cs, now)) {
-            retry = or_cooldown_retry_after(&cs, now);
-
-            if (ngx_omniroute_plan_exclude(ctx, &cand[i],
-                                      retry < 0 ? "terminal"
-                                                : "provider_cooldown",
-                                      retry)
-                != NGX_OK)
-            {
-                return NGX_ERROR;
-            }
-
-            continue;
-        }
-
-        /* model lockout (opt-in) and request_rejected, scope-aware */
-
-        retry = 0;
-        found = 0;
-
-        if (settings->lockout.enabled) {
-            retry = ngx_omniroute_lockout_retry(st, NGX_OMNIROUTE_T_LOCKOUT,
-                                                &cand[i], OR_SCOPE_MODEL,
-                                                now, &found);
-            retry = ngx_max(retry,
-                        ngx_omniroute_lockout_retry(st,
-                                                    NGX_OMNIROUTE_T_LOCKOUT,
-                                                    &cand[i],
-                                                    OR_SCOPE_BASE_MODEL,
-                                                    now, &found));
-            retry = ngx_max(retry,
-                        ngx_omniroute_lockout_retry(st,
-                                                    NGX_OMNIROUTE_T_LOCKOUT,
-                                                    &cand[i],
-                                                    OR_SCOPE_QUOTA_FAMILY,
-                                                    now, &found));
-        }
-
-        cand[i].has_lockout = found ? 1 : 0;
-
-        if (retry > 0) {
-            if (ngx_omniroute_plan_exclude(ctx, &cand[i], "model_lockout", retry)
-                != NGX_OK)
-            {
-                return NGX_ERROR;
-            }
-
-            continue;
-        }
-
-        found = 0;
-        retry = ngx_omniroute_lockout_retry(st, NGX_OMNIROUTE_T_REJECTED,
-                                            &cand[i], OR_SCOPE_MODEL, now,
-                                            &found);
-        cand[i].has_rejected = found ? 1 : 0;
-        if (retry > 0) {
-            if (ngx_omniroute_plan_exclude(ctx, &cand[i], "unavailable", retry)
+        if (reason) {
+            if (ngx_omniroute_plan_exclude(ctx, &cand[i], reason, retry)
                 != NGX_OK)
             {
                 return NGX_ERROR;
@@ -225,6 +155,73 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     return ngx_omniroute_order(r, ctx, st, now);
+}
+
+
+/*
+ * Why the shared state excludes a candidate (NULL: it does not) and for
+ * how long (*retry, ms; -1: no timer).  Records which state exists.
+ */
+
+static const char *
+ngx_omniroute_check(ngx_omniroute_store_t *st,
+    ngx_omniroute_candidate_t *cand, ngx_omniroute_settings_t *settings,
+    or_msec_t breaker_retry, or_msec_t now, or_msec_t *retry)
+{
+    ngx_uint_t       found;
+    or_conn_state_t  cs;
+
+    if (breaker_retry > 0) {
+        *retry = breaker_retry;
+        return "circuit_open";
+    }
+
+    /* the connection's cooldown or terminal state */
+
+    cand->has_conn = (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_CONN,
+                                               &cand->conn->id, &cs,
+                                               sizeof(or_conn_state_t))
+                      == NGX_OK);
+
+    if (cand->has_conn && !or_cooldown_eligible(&cs, now)) {
+        *retry = or_cooldown_retry_after(&cs, now);
+        return (*retry < 0) ? "terminal" : "provider_cooldown";
+    }
+
+    /* model lockout (opt-in), scope-aware: any of the three keys */
+
+    found = 0;
+    *retry = 0;
+
+    if (settings->lockout.enabled) {
+        *retry = ngx_max(*retry,
+                         ngx_omniroute_lockout_retry(st,
+                             NGX_OMNIROUTE_T_LOCKOUT, cand, OR_SCOPE_MODEL,
+                             now, &found));
+        *retry = ngx_max(*retry,
+                         ngx_omniroute_lockout_retry(st,
+                             NGX_OMNIROUTE_T_LOCKOUT, cand,
+                             OR_SCOPE_BASE_MODEL, now, &found));
+        *retry = ngx_max(*retry,
+                         ngx_omniroute_lockout_retry(st,
+                             NGX_OMNIROUTE_T_LOCKOUT, cand,
+                             OR_SCOPE_QUOTA_FAMILY, now, &found));
+    }
+
+    cand->has_lockout = found ? 1 : 0;
+
+    if (*retry > 0) {
+        return "model_lockout";
+    }
+
+    /* request_rejected for this connection and model */
+
+    found = 0;
+    *retry = ngx_omniroute_lockout_retry(st, NGX_OMNIROUTE_T_REJECTED, cand,
+                                         OR_SCOPE_MODEL, now, &found);
+    cand->has_rejected = found ? 1 : 0;
+
+    return (*retry > 0) ? "unavailable" : NULL;
 }
 
 
