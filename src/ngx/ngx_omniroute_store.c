@@ -45,6 +45,10 @@ static void *ngx_omniroute_store_alloc(ngx_omniroute_store_t *st,
     size_t size, or_msec_t now);
 static void ngx_omniroute_store_expire(ngx_omniroute_store_t *st,
     ngx_uint_t n, or_msec_t now);
+static ngx_int_t ngx_omniroute_store_apply(ngx_omniroute_store_t *st,
+    ngx_omniroute_node_t *sn, ngx_uint_t table, ngx_str_t *key,
+    ngx_omniroute_update_pt update, void *arg, ngx_uint_t remote,
+    or_msec_t now);
 static void ngx_omniroute_store_event(ngx_omniroute_sh_t *sh,
     ngx_uint_t table, ngx_str_t *key, ngx_uint_t op, ngx_uint_t remote,
     or_msec_t now);
@@ -191,8 +195,8 @@ ngx_omniroute_store_update(ngx_omniroute_store_t *st, ngx_uint_t table,
 {
     uint32_t               hash;
     ngx_int_t              rc;
-    or_msec_t              now, expires;
-    ngx_uint_t             res;
+    or_msec_t              now;
+    ngx_uint_t             created;
     ngx_omniroute_sh_t    *sh;
     ngx_omniroute_node_t  *sn;
 
@@ -224,36 +228,14 @@ ngx_omniroute_store_update(ngx_omniroute_store_t *st, ngx_uint_t table,
         }
     }
 
-    expires = sn->expires;
+    created = (sn->version == 0);
 
-    res = update(sn->data, arg, &expires);
+    rc = ngx_omniroute_store_apply(st, sn, table, key, update, arg, remote,
+                                   now);
 
-    rc = NGX_DECLINED;
-
-    switch (res) {
-
-    case NGX_OMNIROUTE_CHANGED:
-        sn->expires = expires;
-        sn->version++;
-        ngx_omniroute_store_event(sh, table, key, NGX_OMNIROUTE_OP_SET,
-                                  remote, now);
-        rc = NGX_OK;
-        break;
-
-    case NGX_OMNIROUTE_DELETE:
+    if (rc == NGX_DECLINED && created) {
+        /* created for nothing */
         ngx_omniroute_store_free(st, sn);
-        ngx_omniroute_store_event(sh, table, key, NGX_OMNIROUTE_OP_DELETE,
-                                  remote, now);
-        rc = NGX_OK;
-        break;
-
-    default:
-        if (sn->version == 0) {
-            /* created for nothing */
-            ngx_omniroute_store_free(st, sn);
-        }
-
-        break;
     }
 
     ngx_shmtx_unlock(&st->shpool->mutex);
@@ -274,8 +256,6 @@ ngx_omniroute_store_touch(ngx_omniroute_store_t *st, ngx_uint_t table,
 {
     uint32_t               hash;
     ngx_int_t              rc;
-    or_msec_t              expires;
-    ngx_uint_t             res;
     ngx_omniroute_node_t  *sn;
 
     if (st == NULL || st->sh == NULL || key->len > NGX_OMNIROUTE_KEY_MAX) {
@@ -293,26 +273,8 @@ ngx_omniroute_store_touch(ngx_omniroute_store_t *st, ngx_uint_t table,
         return NGX_DECLINED;
     }
 
-    expires = sn->expires;
-
-    res = update(sn->data, arg, &expires);
-
-    rc = NGX_DECLINED;
-
-    if (res == NGX_OMNIROUTE_CHANGED) {
-        sn->expires = expires;
-        sn->version++;
-        ngx_omniroute_store_event(st->sh, table, key, NGX_OMNIROUTE_OP_SET,
-                                  0, ngx_omniroute_now());
-        rc = NGX_OK;
-
-    } else if (res == NGX_OMNIROUTE_DELETE) {
-        ngx_omniroute_store_free(st, sn);
-        ngx_omniroute_store_event(st->sh, table, key,
-                                  NGX_OMNIROUTE_OP_DELETE, 0,
-                                  ngx_omniroute_now());
-        rc = NGX_OK;
-    }
+    rc = ngx_omniroute_store_apply(st, sn, table, key, update, arg, 0,
+                                   ngx_omniroute_now());
 
     ngx_shmtx_unlock(&st->shpool->mutex);
 
@@ -472,6 +434,42 @@ ngx_omniroute_store_events(ngx_omniroute_store_t *st, uint64_t from,
     ngx_shmtx_unlock(&st->shpool->mutex);
 
     return n;
+}
+
+
+/*
+ * Run an update function on a record (zone locked) and act on its answer:
+ * a change bumps the version and emits an event, a delete frees the
+ * record.  NGX_OK when something changed, else NGX_DECLINED.
+ */
+
+static ngx_int_t
+ngx_omniroute_store_apply(ngx_omniroute_store_t *st, ngx_omniroute_node_t *sn,
+    ngx_uint_t table, ngx_str_t *key, ngx_omniroute_update_pt update,
+    void *arg, ngx_uint_t remote, or_msec_t now)
+{
+    or_msec_t  expires;
+
+    expires = sn->expires;
+
+    switch (update(sn->data, arg, &expires)) {
+
+    case NGX_OMNIROUTE_CHANGED:
+        sn->expires = expires;
+        sn->version++;
+        ngx_omniroute_store_event(st->sh, table, key, NGX_OMNIROUTE_OP_SET,
+                                  remote, now);
+        return NGX_OK;
+
+    case NGX_OMNIROUTE_DELETE:
+        ngx_omniroute_store_free(st, sn);
+        ngx_omniroute_store_event(st->sh, table, key,
+                                  NGX_OMNIROUTE_OP_DELETE, remote, now);
+        return NGX_OK;
+
+    default:
+        return NGX_DECLINED;
+    }
 }
 
 
