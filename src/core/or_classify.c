@@ -260,6 +260,7 @@ or_classify_init(or_verdict_t *v)
     v->restated_status = 0;
     v->retry_after_s = -1;
     v->rule_id = NULL;
+    v->restate_rule_id = NULL;
 }
 
 
@@ -823,6 +824,7 @@ or_classify(const or_class_conf_t *conf, const or_response_t *resp,
         v->restated_status = rs.status;
         v->retry_after_s = rs.retry_after_s;
         v->rule_id = rs.rule_id;
+        v->restate_rule_id = rs.rule_id;
         status = rs.status;
     }
 

@@ -89,6 +89,7 @@ typedef struct {
     int           retry_after_s;    /* Retry-After to send, or -1 */
     const char   *rule_id;          /* restatement/provider rule that
                                        matched, or NULL */
+    const char   *restate_rule_id;  /* the restatement rule, or NULL */
 } or_verdict_t;
 
 

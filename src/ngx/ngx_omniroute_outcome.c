@@ -168,7 +168,7 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
 
     if (a->verdict.restated_status) {
         status = a->verdict.restated_status;
-        ngx_omniroute_count_restatement(st, a->verdict.rule_id);
+        ngx_omniroute_count_restatement(st, a->verdict.restate_rule_id);
     }
 
     ngx_memzero(&o, sizeof(ngx_omniroute_outcome_t));
