@@ -48,6 +48,7 @@ typedef struct {
     json_t                       *out;          /* response document */
     ngx_chain_t                  *text;         /* or a text response */
     ngx_str_t                     content_type;
+    ngx_uint_t                    no_redact;    /* static text */
     const char                   *code;         /* error code */
     u_char                        message[NGX_OMNIROUTE_API_MESSAGE_MAX];
 } ngx_omniroute_api_call_t;

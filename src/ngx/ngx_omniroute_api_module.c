@@ -70,6 +70,8 @@ static ngx_int_t ngx_omniroute_api_send(ngx_http_request_t *r,
 static ngx_int_t ngx_omniroute_api_add_header(ngx_http_request_t *r,
     const char *name, ngx_str_t *value);
 static const char *ngx_omniroute_api_error_type(ngx_uint_t status);
+static void ngx_omniroute_api_redact(ngx_omniroute_main_conf_t *omcf,
+    u_char *p, size_t len);
 
 
 static ngx_command_t  ngx_omniroute_api_commands[] = {
@@ -843,6 +845,12 @@ ngx_omniroute_api_run(ngx_http_request_t *r,
     }
 
     if (call->text) {
+        if (!call->text->buf->in_file && !call->no_redact) {
+            ngx_omniroute_api_redact(call->omcf, call->text->buf->pos,
+                                     call->text->buf->last
+                                     - call->text->buf->pos);
+        }
+
         return ngx_omniroute_api_send(r, call->status, &call->content_type,
                                       call->text);
     }
@@ -864,6 +872,8 @@ ngx_omniroute_api_run(ngx_http_request_t *r,
 
     json_decref(call->out);
     call->out = NULL;
+
+    ngx_omniroute_api_redact(call->omcf, (u_char *) text, len);
 
     text[len++] = '\n';
 
@@ -1079,10 +1089,56 @@ ngx_omniroute_api_fail(ngx_omniroute_api_call_t *call, ngx_uint_t status,
         }
     }
 
+    ngx_omniroute_api_redact(call->omcf, call->message,
+                             last - call->message);
+
     call->status = status;
     call->code = code;
 
     return NGX_ERROR;
+}
+
+
+/*
+ * A last line of defence for R-CONF-6: any configured credential (8 bytes
+ * or longer) found in an answer, e.g. quoted back from a client's request
+ * in an error message, is overwritten with "*" (same length, so JSON stays
+ * valid and lengths stay right).
+ */
+
+static void
+ngx_omniroute_api_redact(ngx_omniroute_main_conf_t *omcf, u_char *p,
+    size_t len)
+{
+    u_char                      *hit, *end;
+    ngx_uint_t                   i;
+    ngx_omniroute_connection_t  *c;
+
+    if (omcf == NULL) {
+        return;
+    }
+
+    c = omcf->connections.elts;
+    end = p + len;
+
+    for (i = 0; i < omcf->connections.nelts; i++) {
+        if (c[i].credential.len < 8) {
+            continue;
+        }
+
+        hit = p;
+
+        for ( ;; ) {
+            hit = memmem(hit, end - hit, c[i].credential.data,
+                         c[i].credential.len);
+            if (hit == NULL) {
+                break;
+            }
+
+            ngx_memset(hit, '*', c[i].credential.len);
+            hit += c[i].credential.len;
+        }
+    }
 }
 
 

@@ -422,8 +422,9 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
     json_t                             *providers, *global, *v, *pv;
     ngx_str_t                           key;
     ngx_int_t                           rc;
-    ngx_uint_t                          i, n, total, gtouched;
+    ngx_uint_t                          i, k, n, total, gtouched;
     const char                         *name, *err;
+    ngx_omniroute_setting_desc_t       *d;
     ngx_omniroute_provider_t           *p;
     ngx_omniroute_settings_t            s;
     ngx_omniroute_store_t              *st;
@@ -581,6 +582,30 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
                                           "invalid_settings",
                                           "provider \"%V\": %s",
                                           &p[i].name, err);
+        }
+
+        /* a value the engine would clamp conflicts with another one */
+
+        for (k = 0; ngx_omniroute_provider_settings[k].name; k++) {
+            d = &ngx_omniroute_provider_settings[k];
+
+            if (!(pt->ov.set & ((uint64_t) 1 << k))
+                || d->type == NGX_OMNIROUTE_SF_CODES
+                || (d->type == NGX_OMNIROUTE_SF_MSEC_OPT
+                    && pt->ov.value[k] == 0))
+            {
+                continue;
+            }
+
+            if (ngx_omniroute_settings_get(&s, d) != pt->ov.value[k]) {
+                return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                   "invalid_settings",
+                                   "provider \"%V\": %s.%s %L conflicts "
+                                   "with the other settings (it would be "
+                                   "%L)", &p[i].name, d->group, d->name,
+                                   pt->ov.value[k],
+                                   ngx_omniroute_settings_get(&s, d));
+            }
         }
     }
 

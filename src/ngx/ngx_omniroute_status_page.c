@@ -264,6 +264,8 @@ ngx_omniroute_api_status_page(ngx_omniroute_api_call_t *call)
         return NGX_ERROR;
     }
 
+    call->no_redact = 1;
+
     return ngx_omniroute_api_text(call, ngx_omniroute_status_html,
                                   sizeof(ngx_omniroute_status_html) - 1,
                                   "text/html; charset=utf-8");
