@@ -28,6 +28,44 @@ $t->write_file('key-g2', "sk-g2~status=429\n");
 $t->write_file('key-d1', "sk-d1~status=429\n");
 $t->write_file('key-b1', "sk-b1\n");
 
+# nginx -t names the problem
+$ENV{OMNI_TEST_SHORT_TOKEN} = 'short';
+delete $ENV{OMNI_TEST_UNSET_TOKEN};
+
+for my $bad (
+    ['omniroute_api;',
+     qr/"omniroute_api" needs "omniroute_api_token env=NAME\|file=PATH"/],
+    ['omniroute_api; omniroute_api_token env=OMNI_TEST_UNSET_TOKEN;',
+     qr/environment variable "OMNI_TEST_UNSET_TOKEN" is not set or empty/],
+    ['omniroute_api; omniroute_api_token env=OMNI_TEST_SHORT_TOKEN;',
+     qr/must be 16 to 4096 characters long/],
+    ['omniroute_api; omniroute_api_token file=/nonexistent/token;',
+     qr/cannot open "\/nonexistent\/token"/],
+    ['omniroute_api; omniroute_api_token secret;',
+     qr/invalid parameter "secret" of "omniroute_api_token"/],
+    ['omniroute_api prefix=admin; omniroute_api_token off;',
+     qr/invalid prefix "prefix=admin" of "omniroute_api": must start/],
+    ['omniroute_api /a"b; omniroute_api_token off;',
+     qr/invalid prefix/],
+    ['omniroute_api; omniroute_api; omniroute_api_token off;',
+     qr/"omniroute_api" directive is duplicate/],
+    ['omniroute_api; omniroute_api_token off; omniroute_api_token off;',
+     qr/"omniroute_api_token" directive is duplicate/],
+    ['omniroute_api; omniroute_api_token off; '
+     . 'omniroute_api_max_body_size 100;',
+     qr/"omniroute_api_max_body_size" must be between 1k and 16m/])
+{
+    $t->config(<<"EOF");
+    server {
+        listen 127.0.0.1:%%PORT_gw%%;
+        location /admin/ { $bad->[0] }
+    }
+EOF
+    my ($rc, $out) = $t->test_config;
+    isnt($rc, 0, "nginx -t rejects: $bad->[0]");
+    like($out, $bad->[1], 'naming the problem') or diag($out);
+}
+
 $t->config(<<'EOF');
     omniroute_zone zone=omniroute:1m;
 

@@ -195,6 +195,10 @@ is($s->{'omniroute_breaker_state{provider="alpha",state="OPEN"}'}, 0,
    'alpha not OPEN');
 ok($s->{'omniroute_zone_size_bytes'} >= 1024 * 1024, 'zone size');
 ok($s->{'omniroute_zone_used_bytes'} > 0, 'zone usage');
+is($s->{'omniroute_redis_link_state{state="disabled"}'}, 1,
+   'no omniroute_redis: link state disabled');
+ok(!exists $s->{'omniroute_redis_published_total'},
+   'and no Redis counters');
 
 # traffic: two 503s open alpha's breaker, a restated agentrouter 403, a
 # model lockout on delta

@@ -18,6 +18,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_api.h"
+#include "ngx_omniroute_redis_stats.h"
 
 
 #define NGX_OMNIROUTE_API_MODEL_MAX  200
@@ -116,10 +117,11 @@ static const char  *ngx_omniroute_api_lockout_fields[] = {
 ngx_int_t
 ngx_omniroute_api_health(ngx_omniroute_api_call_t *call)
 {
-    int                        bad;
-    json_t                    *doc, *providers, *b;
-    ngx_uint_t                 i, degraded;
-    ngx_omniroute_provider_t  *p;
+    int                           bad;
+    json_t                       *doc, *providers, *b;
+    ngx_uint_t                    i, degraded;
+    ngx_omniroute_provider_t     *p;
+    ngx_omniroute_redis_stats_t  *rs;
 
     doc = json_object();
     providers = json_object();
@@ -165,6 +167,13 @@ ngx_omniroute_api_health(ngx_omniroute_api_call_t *call)
     }
 
     bad |= json_object_set_new(doc, "stats", b);
+
+    rs = ngx_omniroute_redis_stats();
+
+    bad |= json_object_set_new(doc, "redis", json_pack("{s:s}", "state",
+                                   ngx_omniroute_redis_state_name(
+                                       rs ? rs->state
+                                          : NGX_OMNIROUTE_REDIS_DISABLED)));
 
     return bad ? NGX_ERROR : NGX_OK;
 }

@@ -15,6 +15,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_api.h"
+#include "ngx_omniroute_redis_stats.h"
 
 
 #define NGX_OMNIROUTE_METRICS_LINE  2048    /* room kept for one line */
@@ -44,6 +45,7 @@ static u_char *ngx_omniroute_metrics_escape(ngx_pool_t *pool, u_char *s,
     size_t len);
 static void ngx_omniroute_metrics_lockout(ngx_str_t *key, void *value,
     size_t size, void *arg);
+static void ngx_omniroute_metrics_redis(ngx_omniroute_metrics_buf_t *mb);
 
 
 const char  *ngx_omniroute_outcome_names[NGX_OMNIROUTE_OUT_COUNT] = {
@@ -361,6 +363,8 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                                  "omniroute_zone_alloc_failures_total %ui\n",
                                  failures);
 
+    ngx_omniroute_metrics_redis(&mb);
+
     if (mb.error) {
         return NGX_ERROR;
     }
@@ -368,6 +372,91 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
     return ngx_omniroute_api_text(call, mb.start, mb.pos - mb.start,
                                   "text/plain; version=0.0.4; "
                                   "charset=utf-8");
+}
+
+
+/* the Redis mirror's link (R-CLUSTER-2/3), when omniroute_redis is set */
+
+static void
+ngx_omniroute_metrics_redis(ngx_omniroute_metrics_buf_t *mb)
+{
+    ngx_uint_t                    i, state;
+    ngx_omniroute_redis_stats_t  *st;
+
+    static const struct {
+        const char  *name;
+        size_t       offset;
+        const char  *help;
+    } counters[] = {
+        { "omniroute_redis_connects_total",
+          offsetof(ngx_omniroute_redis_stats_t, connects),
+          "Links to Redis established." },
+        { "omniroute_redis_link_failures_total",
+          offsetof(ngx_omniroute_redis_stats_t, failures),
+          "Links to Redis that failed or were lost." },
+        { "omniroute_redis_syncs_total",
+          offsetof(ngx_omniroute_redis_stats_t, syncs),
+          "Full state loads from Redis completed." },
+        { "omniroute_redis_loaded_total",
+          offsetof(ngx_omniroute_redis_stats_t, loaded),
+          "Records read by full loads." },
+        { "omniroute_redis_published_total",
+          offsetof(ngx_omniroute_redis_stats_t, published),
+          "Local state changes written to Redis." },
+        { "omniroute_redis_received_total",
+          offsetof(ngx_omniroute_redis_stats_t, received),
+          "Remote state changes received." },
+        { "omniroute_redis_applied_total",
+          offsetof(ngx_omniroute_redis_stats_t, applied),
+          "Remote state changes that changed the local state." },
+        { "omniroute_redis_write_backs_total",
+          offsetof(ngx_omniroute_redis_stats_t, write_backs),
+          "Local states that knew more than a remote one, sent back." },
+        { "omniroute_redis_overflows_total",
+          offsetof(ngx_omniroute_redis_stats_t, overflows),
+          "Local changes lost from the event ring before being sent." },
+        { "omniroute_redis_errors_total",
+          offsetof(ngx_omniroute_redis_stats_t, errors),
+          "Error replies and undecodable data from Redis." }
+    };
+
+    st = ngx_omniroute_redis_stats();
+    state = st ? st->state : NGX_OMNIROUTE_REDIS_DISABLED;
+
+    ngx_omniroute_metrics_head(mb, "omniroute_redis_link_state", "gauge",
+                               "State of this node's link to Redis: 1 for "
+                               "the current state.");
+
+    for (i = 0; i < NGX_OMNIROUTE_REDIS_STATE_COUNT; i++) {
+        ngx_omniroute_metrics_printf(mb,
+                            "omniroute_redis_link_state{state=\"%s\"} %ui\n",
+                            ngx_omniroute_redis_state_name(i),
+                            (ngx_uint_t) (i == state));
+    }
+
+    if (st == NULL) {
+        return;
+    }
+
+    for (i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+        ngx_omniroute_metrics_head(mb, counters[i].name, "counter",
+                                   counters[i].help);
+        ngx_omniroute_metrics_printf(mb, "%s %uA\n", counters[i].name,
+                                     *(ngx_atomic_t *) ((u_char *) st
+                                                     + counters[i].offset));
+    }
+
+    ngx_omniroute_metrics_head(mb, "omniroute_redis_pending_commands",
+                               "gauge",
+                               "Commands sent to Redis awaiting a reply.");
+    ngx_omniroute_metrics_printf(mb, "omniroute_redis_pending_commands %uA\n",
+                                 st->pending);
+
+    ngx_omniroute_metrics_head(mb, "omniroute_redis_lag_seconds", "gauge",
+                               "Age of the last remote change when it was "
+                               "applied.");
+    ngx_omniroute_metrics_printf(mb, "omniroute_redis_lag_seconds %uA.%03uA\n",
+                                 st->lag_ms / 1000, st->lag_ms % 1000);
 }
 
 
