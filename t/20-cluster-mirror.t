@@ -20,15 +20,15 @@ use RedisServer;
 
 plan skip_all => 'redis-server not installed' unless RedisServer::available();
 
-my $a = OmniTest->new;
-my $redis = RedisServer->new($a)->start;
-my $b = RedisServer::cluster_node($a, 'b');
-my $m = $a->mock('p');
+my $na = OmniTest->new;
+my $redis = RedisServer->new($na)->start;
+my $nb = RedisServer::cluster_node($na, 'b');
+my $m = $na->mock('p');
 
-$b->{ports}{mock_p} = $a->port('mock_p');
+$nb->{ports}{mock_p} = $na->port('mock_p');
 
-$a->write_file('key-a1', "sk-secret-a1\n");
-$b->write_file('key-a1', "sk-secret-a1\n");
+$na->write_file('key-a1', "sk-secret-a1\n");
+$nb->write_file('key-a1', "sk-secret-a1\n");
 
 sub node_config {
     my ($n, $name, $addr, $extra) = @_;
@@ -95,11 +95,11 @@ sub wait_up {
 ###########################################################################
 # configuration errors
 
-$a->config(<<'EOF');
+$na->config(<<'EOF');
     omniroute_redis 127.0.0.1:6379;
     server { listen 127.0.0.1:%%PORT_gw%%; }
 EOF
-my ($rc, $out) = $a->test_config;
+my ($rc, $out) = $na->test_config;
 isnt($rc, 0, 'omniroute_redis without omniroute_zone is rejected');
 like($out, qr/"omniroute_redis" requires "omniroute_zone"/,
      'and the message says why');
@@ -113,12 +113,12 @@ for my $bad (['localhost:6379', qr/invalid Redis address "localhost:6379"/],
              ['127.0.0.1 password_file=/nonexistent/pw',
               qr/open\(\) "\/nonexistent\/pw" failed/])
 {
-    $a->config(<<"EOF");
+    $na->config(<<"EOF");
     omniroute_zone zone=omniroute:1m;
     omniroute_redis $bad->[0];
     server { listen 127.0.0.1:%%PORT_gw%%; }
 EOF
-    ($rc, $out) = $a->test_config;
+    ($rc, $out) = $na->test_config;
     isnt($rc, 0, "\"$bad->[0]\" is rejected");
     like($out, $bad->[1], "\"$bad->[0]\": the message names the problem");
 }
@@ -126,30 +126,30 @@ EOF
 ###########################################################################
 # two nodes: A on the unix socket, B over TCP
 
-node_config($a, 'node-a', 'unix:' . $redis->socket_path);
-node_config($b, 'node-b', $redis->addr);
+node_config($na, 'node-a', 'unix:' . $redis->socket_path);
+node_config($nb, 'node-b', $redis->addr);
 
-$a->run(gw($a));
-$b->run(gw($b));
+$na->run(gw($na));
+$nb->run(gw($nb));
 
-ok(defined wait_up($a), 'node A: link up (unix socket)');
-ok(defined wait_up($b), 'node B: link up (TCP)');
+ok(defined wait_up($na), 'node A: link up (unix socket)');
+ok(defined wait_up($nb), 'node B: link up (TCP)');
 
 # the request path serves as before
-is($a->post(gw($a), '/v1/chat/completions', { model => 'alpha/m' })->{status},
+is($na->post(gw($na), '/v1/chat/completions', { model => 'alpha/m' })->{status},
    200, 'a request is served with the mirror on');
 
 # breaker opened on A: B within 100 ms
 
-my $r = rec($a, 'table=breaker&key=alpha&op=open&ms=30000&n=8');
+my $r = rec($na, 'table=breaker&key=alpha&op=open&ms=30000&n=8');
 is($r->{state}, 'OPEN', 'A: breaker alpha OPEN');
 
-my $ms = wait_for(sub { (rec($b, 'table=breaker&key=alpha')->{state} // '')
+my $ms = wait_for(sub { (rec($nb, 'table=breaker&key=alpha')->{state} // '')
                         eq 'OPEN' }, 2);
 ok(defined $ms && $ms < 100,
    'R-CB-7 B sees the breaker OPEN within 100 ms'
    . (defined $ms ? sprintf(' (%.1f ms)', $ms) : ''));
-$r = rec($b, 'table=breaker&key=alpha');
+$r = rec($nb, 'table=breaker&key=alpha');
 is($r->{failures}, 8, 'B: with A\'s failure count');
 cmp_ok($r->{remaining_ms}, '>', 29000, 'B: and A\'s open_until');
 
@@ -159,31 +159,31 @@ ok($pttl > 3_600_000 && $pttl <= 3_630_000,
 
 # cooldown set on B: A honors it
 
-$r = rec($b, 'table=conn&key=a1&op=cooldown&ms=20000');
+$r = rec($nb, 'table=conn&key=a1&op=cooldown&ms=20000');
 cmp_ok($r->{remaining_ms}, '>', 19000, 'B: connection a1 cooling down');
 
-$ms = wait_for(sub { (rec($a, 'table=conn&key=a1')->{remaining_ms} // 0)
+$ms = wait_for(sub { (rec($na, 'table=conn&key=a1')->{remaining_ms} // 0)
                      > 19000 }, 2);
 ok(defined $ms && $ms < 100, 'A sees B\'s cooldown within 100 ms'
    . (defined $ms ? sprintf(' (%.1f ms)', $ms) : ''));
 
 # the later expiry wins: a shorter cooldown on A does not shorten it
 
-rec($a, 'table=conn&key=a1&op=cooldown&ms=1000');
+rec($na, 'table=conn&key=a1&op=cooldown&ms=1000');
 sleep(0.2);
-cmp_ok(rec($b, 'table=conn&key=a1')->{remaining_ms}, '>', 18000,
+cmp_ok(rec($nb, 'table=conn&key=a1')->{remaining_ms}, '>', 18000,
        'a later, shorter cooldown does not shorten the longer one (B)');
-cmp_ok(rec($a, 'table=conn&key=a1')->{remaining_ms}, '>', 18000,
+cmp_ok(rec($na, 'table=conn&key=a1')->{remaining_ms}, '>', 18000,
        'nor on A');
-is(rec($b, 'table=conn&key=a1')->{failures},
-   rec($a, 'table=conn&key=a1')->{failures},
+is(rec($nb, 'table=conn&key=a1')->{failures},
+   rec($na, 'table=conn&key=a1')->{failures},
    'both nodes agree on the failure count');
 
 # terminal beats transient, cluster-wide
 
-rec($b, 'table=conn&key=a2&op=cooldown&ms=5000');
-rec($a, 'table=conn&key=a2&op=terminal');
-ok(defined wait_for(sub { (rec($b, 'table=conn&key=a2')->{terminal} // '')
+rec($nb, 'table=conn&key=a2&op=cooldown&ms=5000');
+rec($na, 'table=conn&key=a2&op=terminal');
+ok(defined wait_for(sub { (rec($nb, 'table=conn&key=a2')->{terminal} // '')
                           eq 'banned' }, 2),
    'a terminal state set on A reaches B');
 is($redis->cmd('PTTL', 't20:conn:a2') > 29 * 86400 * 1000 ? 1 : 0, 1,
@@ -191,61 +191,61 @@ is($redis->cmd('PTTL', 't20:conn:a2') > 29 * 86400 * 1000 ? 1 : 0, 1,
 
 # model lockout and its success decay (R-ML-6)
 
-rec($a, 'table=lockout&key=alpha:a1:exact:gpt-x&op=lock&ms=60000&n=4');
+rec($na, 'table=lockout&key=alpha:a1:exact:gpt-x&op=lock&ms=60000&n=4');
 ok(defined wait_for(sub {
-        my $x = rec($b, 'table=lockout&key=alpha:a1:exact:gpt-x');
+        my $x = rec($nb, 'table=lockout&key=alpha:a1:exact:gpt-x');
         ($x->{failures} // 0) == 4 && $x->{active} }, 2),
    'R-ML-6 a lockout on A is active on B');
 
 sleep(0.01);
-rec($a, 'table=lockout&key=alpha:a1:exact:gpt-x&op=decay');
+rec($na, 'table=lockout&key=alpha:a1:exact:gpt-x&op=decay');
 ok(defined wait_for(sub {
-        (rec($b, 'table=lockout&key=alpha:a1:exact:gpt-x')->{failures} // 0)
+        (rec($nb, 'table=lockout&key=alpha:a1:exact:gpt-x')->{failures} // 0)
         == 2 }, 2),
    'a success decay on A halves the count on B');
 
 sleep(0.01);
-rec($b, 'table=lockout&key=alpha:a1:exact:gpt-x&op=decay');
+rec($nb, 'table=lockout&key=alpha:a1:exact:gpt-x&op=decay');
 sleep(0.01);
-rec($b, 'table=lockout&key=alpha:a1:exact:gpt-x&op=decay');
+rec($nb, 'table=lockout&key=alpha:a1:exact:gpt-x&op=decay');
 ok(defined wait_for(sub {
-        my $x = rec($a, 'table=lockout&key=alpha:a1:exact:gpt-x');
+        my $x = rec($na, 'table=lockout&key=alpha:a1:exact:gpt-x');
         ($x->{failures} // 1) == 0 && !$x->{active} }, 2),
    'decayed to 0 on B: the lockout is gone on A too (tombstone)');
-my $tomb = rec($a, 'table=lockout&key=alpha:a1:exact:gpt-x');
+my $tomb = rec($na, 'table=lockout&key=alpha:a1:exact:gpt-x');
 
 # a stale copy cannot resurrect it: replay the old value into Redis
 
-is(rec($b, 'table=lockout&key=alpha:a1:exact:gpt-x')->{epoch},
+is(rec($nb, 'table=lockout&key=alpha:a1:exact:gpt-x')->{epoch},
    $tomb->{epoch}, 'both nodes hold the same tombstone epoch');
 
 # admin reset (epoch) propagates
 
-rec($b, 'table=breaker&key=alpha&op=reset');
-ok(defined wait_for(sub { (rec($a, 'table=breaker&key=alpha')->{state} // '')
+rec($nb, 'table=breaker&key=alpha&op=reset');
+ok(defined wait_for(sub { (rec($na, 'table=breaker&key=alpha')->{state} // '')
                           eq 'CLOSED' }, 2),
    'a breaker reset on B closes it on A');
-is(rec($a, 'table=breaker&key=alpha')->{epoch}, 1, 'with the new epoch');
+is(rec($na, 'table=breaker&key=alpha')->{epoch}, 1, 'with the new epoch');
 
 # settings: last writer wins
 
-rec($a, 'table=settings&key=alpha&op=set&value=one');
-ok(defined wait_for(sub { (rec($b, 'table=settings&key=alpha')->{value}
+rec($na, 'table=settings&key=alpha&op=set&value=one');
+ok(defined wait_for(sub { (rec($nb, 'table=settings&key=alpha')->{value}
                            // '') eq 'one' }, 2),
    'a settings record written on A reaches B');
 sleep(0.01);
-rec($b, 'table=settings&key=alpha&op=set&value=two');
-ok(defined wait_for(sub { (rec($a, 'table=settings&key=alpha')->{value}
+rec($nb, 'table=settings&key=alpha&op=set&value=two');
+ok(defined wait_for(sub { (rec($na, 'table=settings&key=alpha')->{value}
                            // '') eq 'two' }, 2),
    'a later write on B wins on A');
 
 # deletes propagate
 
-rec($a, 'table=conn&key=gone&op=cooldown&ms=9000');
-ok(defined wait_for(sub { rec($b, 'table=conn&key=gone')->{found} }, 2),
+rec($na, 'table=conn&key=gone&op=cooldown&ms=9000');
+ok(defined wait_for(sub { rec($nb, 'table=conn&key=gone')->{found} }, 2),
    'a record to delete reached B');
-rec($a, 'table=conn&key=gone&op=delete');
-ok(defined wait_for(sub { !rec($b, 'table=conn&key=gone')->{found} }, 2),
+rec($na, 'table=conn&key=gone&op=delete');
+ok(defined wait_for(sub { !rec($nb, 'table=conn&key=gone')->{found} }, 2),
    'a delete on A removes the record on B');
 ok(!defined $redis->cmd('GET', 't20:conn:gone'), 'and the Redis key');
 
@@ -260,8 +260,8 @@ is_deeply(\@leak, [], 'no credential in Redis');
 
 # own messages are not applied back
 
-my $sa = decode_json($a->get(gw($a), '/debug')->{body});
-my $sb = decode_json($b->get(gw($b), '/debug')->{body});
+my $sa = decode_json($na->get(gw($na), '/debug')->{body});
+my $sb = decode_json($nb->get(gw($nb), '/debug')->{body});
 cmp_ok($sa->{published}, '>=', 6, "A published its changes ($sa->{published})");
 cmp_ok($sb->{received}, '>=', 6, "B received them ($sb->{received})");
 is($sa->{errors} + $sb->{errors}, 0, 'no error replies, no bad data');
@@ -269,50 +269,50 @@ is($sa->{errors} + $sb->{errors}, 0, 'no error replies, no bad data');
 ###########################################################################
 # reload keeps the link and the state
 
-$a->reload;
-ok(defined wait_up($a), 'A: link up after a reload');
-is(rec($a, 'table=conn&key=a2')->{terminal}, 'banned',
+$na->reload;
+ok(defined wait_up($na), 'A: link up after a reload');
+is(rec($na, 'table=conn&key=a2')->{terminal}, 'banned',
    'A: state kept across the reload');
-rec($b, 'table=conn&key=a3&op=cooldown&ms=15000');
-ok(defined wait_for(sub { rec($a, 'table=conn&key=a3')->{found} }, 2),
+rec($nb, 'table=conn&key=a3&op=cooldown&ms=15000');
+ok(defined wait_for(sub { rec($na, 'table=conn&key=a3')->{found} }, 2),
    'A (new workers) receives B\'s changes');
-rec($a, 'table=conn&key=a4&op=cooldown&ms=15000');
-ok(defined wait_for(sub { rec($b, 'table=conn&key=a4')->{found} }, 2),
+rec($na, 'table=conn&key=a4&op=cooldown&ms=15000');
+ok(defined wait_for(sub { rec($nb, 'table=conn&key=a4')->{found} }, 2),
    'B receives changes of A\'s new workers');
 
 ###########################################################################
 # stop A (its shared memory is gone), change state on B, start A again
 
-rec($a, 'table=breaker&key=beta&op=open&ms=40000');
-ok(defined wait_for(sub { rec($b, 'table=breaker&key=beta')->{found} }, 2),
+rec($na, 'table=breaker&key=beta&op=open&ms=40000');
+ok(defined wait_for(sub { rec($nb, 'table=breaker&key=beta')->{found} }, 2),
    'A\'s last change reached B before the stop');
-$a->stop;
+$na->stop;
 
-rec($b, 'table=lockout&key=alpha:a1:family:gpt-5&op=lock&ms=50000&n=2');
+rec($nb, 'table=lockout&key=alpha:a1:family:gpt-5&op=lock&ms=50000&n=2');
 
-$a->run(gw($a));
-ok(defined wait_up($a), 'A restarted: link up');
+$na->run(gw($na));
+ok(defined wait_up($na), 'A restarted: link up');
 
-is(rec($a, 'table=breaker&key=beta')->{state}, 'OPEN',
+is(rec($na, 'table=breaker&key=beta')->{state}, 'OPEN',
    'R-CB-7 A\'s own breaker is restored from Redis after a restart');
-cmp_ok(rec($a, 'table=breaker&key=beta')->{remaining_ms}, '>', 30000,
+cmp_ok(rec($na, 'table=breaker&key=beta')->{remaining_ms}, '>', 30000,
        'with its expiry');
-is(rec($a, 'table=conn&key=a2')->{terminal}, 'banned',
+is(rec($na, 'table=conn&key=a2')->{terminal}, 'banned',
    'the terminal state is restored');
-cmp_ok(rec($a, 'table=conn&key=a1')->{remaining_ms}, '>', 10000,
+cmp_ok(rec($na, 'table=conn&key=a1')->{remaining_ms}, '>', 10000,
        'B\'s cooldown is restored');
-ok(rec($a, 'table=lockout&key=alpha:a1:family:gpt-5')->{active},
+ok(rec($na, 'table=lockout&key=alpha:a1:family:gpt-5')->{active},
    'R-ML-6 a lockout set on B while A was stopped is active on A');
-is(rec($a, 'table=lockout&key=alpha:a1:exact:gpt-x')->{epoch},
+is(rec($na, 'table=lockout&key=alpha:a1:exact:gpt-x')->{epoch},
    $tomb->{epoch}, 'the lockout tombstone is restored (no resurrection)');
-is(rec($a, 'table=settings&key=alpha')->{value}, 'two',
+is(rec($na, 'table=settings&key=alpha')->{value}, 'two',
    'the settings record is restored');
 
-my $st = decode_json($a->get(gw($a), '/debug')->{body});
+my $st = decode_json($na->get(gw($na), '/debug')->{body});
 cmp_ok($st->{loaded}, '>=', 8, "A loaded the state with SCAN ($st->{loaded} "
        . 'records)');
 
-$b->done;
-$a->done;
+$nb->done;
+$na->done;
 $redis->stop;
 done_testing;

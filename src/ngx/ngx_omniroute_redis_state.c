@@ -54,7 +54,8 @@ static ngx_uint_t ngx_omniroute_redis_replace(void *value, void *arg,
     or_msec_t *expires);
 static void ngx_omniroute_redis_find(ngx_str_t *key, void *value,
     size_t size, void *arg);
-static or_msec_t ngx_omniroute_redis_last(ngx_uint_t table, u_char *value);
+static or_msec_t ngx_omniroute_redis_last(ngx_uint_t table, u_char *value,
+    or_msec_t now);
 
 
 static const char  *ngx_omniroute_redis_tables[] = {
@@ -130,10 +131,13 @@ ngx_omniroute_redis_value_size(ngx_uint_t table)
 }
 
 
-/* the latest time a state refers to: it holds nothing after that */
+/*
+ * The latest time a state refers to: it holds nothing after that.  A
+ * reset or a tombstone (all times 0, a higher epoch) is news as of now.
+ */
 
 static or_msec_t
-ngx_omniroute_redis_last(ngx_uint_t table, u_char *value)
+ngx_omniroute_redis_last(ngx_uint_t table, u_char *value, or_msec_t now)
 {
     or_msec_t         last;
     or_breaker_t     *cb;
@@ -148,24 +152,28 @@ ngx_omniroute_redis_last(ngx_uint_t table, u_char *value)
         last = ngx_max(last, cb->open_until);
         last = ngx_max(last, cb->probe_until);
         last = ngx_max(last, cb->gate_until);
-        return last;
+        break;
 
     case NGX_OMNIROUTE_T_CONN:
         cs = (or_conn_state_t *) value;
         last = ngx_max(cs->until, cs->mark_at);
         last = ngx_max(last, cs->last_error_at);
-        return ngx_max(last, cs->terminal_at);
+        last = ngx_max(last, cs->terminal_at);
+        break;
 
     case NGX_OMNIROUTE_T_LOCKOUT:
     case NGX_OMNIROUTE_T_REJECTED:
         lo = (or_lockout_t *) value;
         last = ngx_max(lo->until, lo->mark_at);
         last = ngx_max(last, lo->last_failure_at);
-        return ngx_max(last, lo->decay_at);
+        last = ngx_max(last, lo->decay_at);
+        break;
 
     default:
         return OR_MSEC_NONE;
     }
+
+    return (last > 0) ? last : now;
 }
 
 
@@ -190,7 +198,7 @@ ngx_omniroute_redis_ttl(ngx_omniroute_redis_main_conf_t *rmcf,
         }
     }
 
-    last = ngx_omniroute_redis_last(table, value);
+    last = ngx_omniroute_redis_last(table, value, now);
 
     if (last == OR_MSEC_NONE) {
         return NGX_OMNIROUTE_REDIS_TTL_MAX;
@@ -485,7 +493,8 @@ ngx_omniroute_redis_merge(void *value, void *arg, or_msec_t *expires)
 
         if (changed) {
             /* as the request path does: kept a while after it expires */
-            e = ngx_omniroute_redis_last(m->table, value)
+            e = ngx_omniroute_redis_last(m->table, value,
+                                         ngx_omniroute_now())
                 + (or_msec_t) m->retention;
 
             if (*expires == 0 || e > *expires) {
