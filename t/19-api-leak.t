@@ -154,7 +154,8 @@ SKIP: {
     my $profile = $t->dir . '/chromium';
     my $dom = `timeout 120 $chromium --headless --no-sandbox --disable-gpu \\
         --disable-background-networking --disable-component-update \\
-        --disable-sync --no-first-run --user-data-dir=$profile \\
+        --disable-sync --disable-dev-shm-usage --no-first-run \\
+        --user-data-dir=$profile \\
         --virtual-time-budget=5000 --dump-dom \\
         'http://127.0.0.1:$port/status#token=$TOKEN' 2>/dev/null`;
     like($dom, qr/data-provider="alpha"/, 'the rendered status page');

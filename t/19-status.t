@@ -100,7 +100,8 @@ sub browse {
 
     my $dom = `timeout 120 $chromium --headless --no-sandbox --disable-gpu \\
         --disable-background-networking --disable-component-update \\
-        --disable-sync --no-first-run --user-data-dir=$profile \\
+        --disable-sync --disable-dev-shm-usage --no-first-run \\
+        --user-data-dir=$profile \\
         --enable-logging=stderr --v=0 --virtual-time-budget=8000 \\
         --dump-dom '$url' 2>$log`;
 
@@ -113,6 +114,7 @@ my ($dom, $console) = browse("http://127.0.0.1:$port/ops/status#token=$TOKEN",
                              'token');
 
 like($dom, qr/<body[^>]*data-loaded="1"/, 'the page loaded its data');
+like($dom, qr/status degraded, Redis disabled, updated/, 'the summary line');
 is(scalar @$console, 0, 'no console message (errors included)')
     or diag(join("\n", @$console));
 like($dom, qr/<tr data-provider="alpha" data-state="OPEN">/,

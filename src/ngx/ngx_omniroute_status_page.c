@@ -201,8 +201,8 @@ static u_char  ngx_omniroute_status_html[] =
     "    }).map(function (k) {\n"
     "      return row([k, fb[k], fb[k] - (first[k] || 0)], { reason: k });\n"
     "    }), 3, \"no fallbacks yet\");\n"
-    "    $(\"meta\").textContent = \"status \" + h.status + \", updated \" +"
-    "\n"
+    "    $(\"meta\").textContent = \"status \" + h.status + \", Redis \" +\n"
+    "      (h.redis ? h.redis.state : \"-\") + \", updated \" +\n"
     "      new Date(h.time).toLocaleTimeString() + \", refreshing every \" +"
     "\n"
     "      refresh / 1000 + \"s\";\n"
@@ -241,6 +241,7 @@ static u_char  ngx_omniroute_status_html[] =
     "</script>\n"
     "</body>\n"
     "</html>\n"
+
     ;
 
 
