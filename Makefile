@@ -16,7 +16,7 @@ MODULE_SO  := $(NGX_BUILD)/ngx_http_omniroute_module.so
 
 DEB_PKGS   := nginx nginx-dev libhiredis-dev libjansson-dev libssl-dev \
               libpcre2-dev zlib1g-dev redis-server wrk gcc make clang \
-              libclang-rt-14-dev perl openssl curl
+              libclang-rt-14-dev perl openssl curl prometheus chromium
 
 CORE_SRCS  := $(wildcard src/core/*.c)
 CORE_HDRS  := $(wildcard src/core/*.h)
@@ -52,7 +52,8 @@ deps:
 	    $$SUDO apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
 	        --no-install-recommends $$missing; \
-	    $$SUDO systemctl disable --now nginx redis-server >/dev/null 2>&1 \
+	    $$SUDO systemctl disable --now nginx redis-server prometheus \
+	        >/dev/null 2>&1 \
 	        || true; \
 	fi
 
