@@ -310,12 +310,9 @@ like($t->error_log, qr/runtime settings of provider "confp" changed/,
      'changes are logged');
 
 ###########################################################################
-# runtime rules used by the classifier (needs the request path to take
-# ngx_omniroute_settings_class())
+# runtime rules are used by the classifier (R-CLASS-4)
 
-TODO: {
-    local $TODO = 'the classifier does not read runtime rules yet';
-
+{
     $r = api('PATCH', '/api/resilience', { providers => { confp => {
         error_rules => [{ status => 429, match => 'FUNDS',
                           reason => 'quota_exhausted',

@@ -73,19 +73,31 @@ ngx_omniroute_store_of(ngx_http_request_t *r)
 void
 ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a)
 {
-    ngx_uint_t        i, n;
-    or_header_t       hdrs[NGX_OMNIROUTE_HEADERS_MAX];
-    or_response_t     resp;
-    ngx_list_part_t  *part;
-    ngx_table_elt_t  *h;
+    ngx_uint_t                  i, n;
+    or_header_t                 hdrs[NGX_OMNIROUTE_HEADERS_MAX];
+    or_response_t               resp;
+    or_class_conf_t             cc;
+    ngx_list_part_t            *part;
+    ngx_table_elt_t            *h;
+    ngx_omniroute_main_conf_t  *omcf;
 
     ngx_memzero(&resp, sizeof(or_response_t));
 
     resp.now_ms = ngx_omniroute_now();
 
+    /* the provider's rules with the runtime ones (admin API) */
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (ngx_omniroute_settings_class(omcf, a->cand->provider, r->pool, &cc)
+        != NGX_OK)
+    {
+        cc = a->cand->provider->class_conf;
+    }
+
     if (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT) {
         resp.transport = a->transport;
-        or_classify(&a->cand->provider->class_conf, &resp, &a->verdict);
+        or_classify(&cc, &resp, &a->verdict);
         return;
     }
 
@@ -130,7 +142,7 @@ ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a)
         resp.body_len = a->body->last - a->body->pos;
     }
 
-    or_classify(&a->cand->provider->class_conf, &resp, &a->verdict);
+    or_classify(&cc, &resp, &a->verdict);
 
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "omniroute classify: %ui -> %s fall_over:%d breaker:%d",

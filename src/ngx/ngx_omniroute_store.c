@@ -682,12 +682,22 @@ ngx_omniroute_store_alloc(ngx_omniroute_store_t *st, size_t size,
             return p;
         }
 
-        if (ngx_queue_empty(&st->sh->lru)) {
-            break;
+        /* the least recently used record; runtime settings are kept */
+
+        for (q = ngx_queue_last(&st->sh->lru);
+             q != ngx_queue_sentinel(&st->sh->lru);
+             q = ngx_queue_prev(q))
+        {
+            sn = ngx_queue_data(q, ngx_omniroute_node_t, queue);
+
+            if (sn->table != NGX_OMNIROUTE_T_SETTINGS) {
+                break;
+            }
         }
 
-        q = ngx_queue_last(&st->sh->lru);
-        sn = ngx_queue_data(q, ngx_omniroute_node_t, queue);
+        if (q == ngx_queue_sentinel(&st->sh->lru)) {
+            break;
+        }
 
         ngx_omniroute_store_free(st, sn);
         st->sh->evictions++;
