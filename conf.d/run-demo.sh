@@ -10,6 +10,7 @@ mkdir -p "$prefix"/{keys,tmp,logs}
 printf 'sk-demo-flaky\n'  > "$prefix/keys/flaky-1"
 printf 'sk-demo-steady\n' > "$prefix/keys/steady-1"
 printf 'sk-demo-claude\n' > "$prefix/keys/claude-1"
+printf 'demo-admin-token-0123456789\n' > "$prefix/keys/api-token"
 
 sed -e "s|%%ROOT%%|$root|g" -e "s|%%PREFIX%%|$prefix|g" \
     "$root/conf.d/demo.conf" > "$prefix/nginx.conf"
@@ -44,6 +45,15 @@ An alias rewritten to the upstream model name:
 A provider directly, with its x-api-key and anthropic-version headers:
 
   curl -s http://127.0.0.1:8080/v1/messages -d '{"model":"claude/claude-sonnet-4"}'
+
+The admin API, metrics and the live status page (token
+demo-admin-token-0123456789):
+
+  curl -s http://127.0.0.1:8081/api/monitoring/health \
+       -H 'Authorization: Bearer demo-admin-token-0123456789'
+  curl -s http://127.0.0.1:8081/metrics \
+       -H 'Authorization: Bearer demo-admin-token-0123456789'
+  open http://127.0.0.1:8081/status#token=demo-admin-token-0123456789
 
 Errors are JSON in the OpenAI shape:
 
