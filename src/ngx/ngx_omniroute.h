@@ -226,12 +226,20 @@ void ngx_omniroute_class_conf_init(ngx_omniroute_provider_t *p);
 
 /* request path (ngx_omniroute_request.c) */
 ngx_int_t ngx_omniroute_handler(ngx_http_request_t *r);
+
+/* attempt and response headers (ngx_omniroute_headers.c) */
+ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
+ngx_int_t ngx_omniroute_attempt_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
 ngx_int_t ngx_omniroute_add_header(ngx_http_request_t *r, ngx_str_t *name,
     ngx_str_t *value);
 ngx_int_t ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
     ngx_http_request_t *sr);
 ngx_int_t ngx_omniroute_add_route_headers(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
+
+/* the attempt loop (ngx_omniroute_request.c) */
 ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a);
 ngx_uint_t ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx);

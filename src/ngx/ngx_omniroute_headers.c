@@ -1,0 +1,343 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * Headers and URL of an attempt, and of the client's response: what the
+ * provider receives (the client's headers minus its gateway key, session
+ * and lease headers, plus the connection's credential and the provider's
+ * fixed headers) and what the client gets (the committed or held
+ * attempt's status and headers, X-OmniRoute-Connection and
+ * X-OmniRoute-Attempts).
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute.h"
+
+
+static ngx_uint_t ngx_omniroute_is_private_header(ngx_table_elt_t *h,
+    ngx_omniroute_provider_t *p);
+
+
+/*
+ * The provider URL plus what follows the omniroute_pass location prefix,
+ * plus the query string: like proxy_pass with a URI part.
+ */
+
+ngx_int_t
+ngx_omniroute_attempt_url(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_provider_t *p)
+{
+    u_char     *d;
+    size_t      len;
+    ngx_str_t   tail;
+    uintptr_t   escape;
+
+    tail = r->uri;
+
+    if (ctx->lcf->prefix.len
+        && tail.len >= ctx->lcf->prefix.len
+        && ngx_strncmp(tail.data, ctx->lcf->prefix.data, ctx->lcf->prefix.len)
+           == 0)
+    {
+        tail.data += ctx->lcf->prefix.len;
+        tail.len -= ctx->lcf->prefix.len;
+    }
+
+    escape = 2 * ngx_escape_uri(NULL, tail.data, tail.len, NGX_ESCAPE_URI);
+
+    len = p->url.len + 1 + tail.len + escape
+          + (r->args.len ? 1 + r->args.len : 0);
+
+    d = ngx_pnalloc(r->pool, len);
+    if (d == NULL) {
+        return NGX_ERROR;
+    }
+
+    ctx->upstream_url.data = d;
+
+    d = ngx_cpymem(d, p->url.data, p->url.len);
+
+    if (tail.len == 0 || tail.data[0] != '/') {
+        *d++ = '/';
+    }
+
+    if (escape) {
+        d = (u_char *) ngx_escape_uri(d, tail.data, tail.len, NGX_ESCAPE_URI);
+
+    } else {
+        d = ngx_cpymem(d, tail.data, tail.len);
+    }
+
+    if (r->args.len) {
+        *d++ = '?';
+        d = ngx_cpymem(d, r->args.data, r->args.len);
+    }
+
+    ctx->upstream_url.len = d - ctx->upstream_url.data;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The attempt's request headers: the client's, minus its gateway key,
+ * session and lease headers and hop-by-hop headers, plus the connection's
+ * credential and the provider's fixed headers.
+ */
+
+ngx_int_t
+ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
+    ngx_omniroute_candidate_t *cand)
+{
+    ngx_uint_t                 i;
+    ngx_list_part_t           *part;
+    ngx_table_elt_t           *h, *nh;
+    ngx_omniroute_header_t    *ph;
+    ngx_omniroute_provider_t  *p;
+
+    p = cand->provider;
+
+    if (ngx_list_init(&sr->headers_in.headers, r->pool, 20,
+                      sizeof(ngx_table_elt_t))
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].hash == 0
+            || ngx_omniroute_is_private_header(&h[i], p))
+        {
+            continue;
+        }
+
+        nh = ngx_list_push(&sr->headers_in.headers);
+        if (nh == NULL) {
+            return NGX_ERROR;
+        }
+
+        *nh = h[i];
+    }
+
+    if (p->auth != NGX_OMNIROUTE_AUTH_NONE) {
+        nh = ngx_list_push(&sr->headers_in.headers);
+        if (nh == NULL) {
+            return NGX_ERROR;
+        }
+
+        nh->hash = p->auth_hash;
+        nh->key = p->auth_header;
+        nh->lowcase_key = p->auth_lowcase;
+        nh->value = cand->conn->auth_value;
+    }
+
+    ph = p->headers.elts;
+
+    for (i = 0; i < p->headers.nelts; i++) {
+        nh = ngx_list_push(&sr->headers_in.headers);
+        if (nh == NULL) {
+            return NGX_ERROR;
+        }
+
+        nh->hash = ph[i].hash;
+        nh->key = ph[i].name;
+        nh->lowcase_key = ph[i].lowcase_key;
+        nh->value = ph[i].value;
+    }
+
+    sr->headers_in.content_length_n = sr->request_body->bufs->buf->last
+                                      - sr->request_body->bufs->buf->pos;
+    sr->headers_in.content_length = NULL;
+    sr->headers_in.chunked = 0;
+    sr->headers_in.authorization = NULL;
+
+    return NGX_OK;
+}
+
+
+#define ngx_omniroute_hdr_is(h, s)                                           \
+    ((h)->key.len == sizeof(s) - 1                                           \
+     && ngx_strncmp((h)->lowcase_key, s, sizeof(s) - 1) == 0)
+
+
+static ngx_uint_t
+ngx_omniroute_is_private_header(ngx_table_elt_t *h,
+    ngx_omniroute_provider_t *p)
+{
+    ngx_uint_t               i;
+    ngx_omniroute_header_t  *ph;
+
+    if (h->key.len >= sizeof("x-omniroute-") - 1
+        && ngx_strncmp(h->lowcase_key, "x-omniroute-",
+                       sizeof("x-omniroute-") - 1) == 0)
+    {
+        /* x-omniroute-session, X-OmniRoute-Lease-* and the like */
+        return 1;
+    }
+
+    if (ngx_omniroute_hdr_is(h, "authorization")
+        || ngx_omniroute_hdr_is(h, "proxy-authorization")
+        || ngx_omniroute_hdr_is(h, "x-api-key")
+        || ngx_omniroute_hdr_is(h, "x-session-id")
+        || ngx_omniroute_hdr_is(h, "x-codex-session-id")
+        || ngx_omniroute_hdr_is(h, "content-length")
+        || ngx_omniroute_hdr_is(h, "transfer-encoding")
+        || ngx_omniroute_hdr_is(h, "accept-encoding")
+        || ngx_omniroute_hdr_is(h, "cookie"))
+    {
+        return 1;
+    }
+
+    if (p->auth_header.len == h->key.len
+        && ngx_strncmp(h->lowcase_key, p->auth_lowcase, h->key.len) == 0)
+    {
+        return 1;
+    }
+
+    ph = p->headers.elts;
+
+    for (i = 0; i < p->headers.nelts; i++) {
+        if (ph[i].name.len == h->key.len
+            && ngx_strncmp(h->lowcase_key, ph[i].lowcase_key, h->key.len)
+               == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/* X-OmniRoute-Connection and X-OmniRoute-Attempts on the main response */
+
+ngx_int_t
+ngx_omniroute_add_route_headers(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx)
+{
+    u_char                   *p;
+    ngx_str_t                 name, value;
+    ngx_omniroute_attempt_t  *a;
+
+    if (ctx->attempts.nelts == 0) {
+        return NGX_OK;
+    }
+
+    a = (ngx_omniroute_attempt_t *) ctx->attempts.elts
+        + ctx->attempts.nelts - 1;
+
+    if (ctx->last_held && a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT) {
+        a = ctx->last_held;
+    }
+
+    ngx_str_set(&name, "X-OmniRoute-Connection");
+
+    if (ngx_omniroute_add_header(r, &name, &a->cand->conn->id) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    value.data = p;
+    value.len = ngx_sprintf(p, "%ui", ctx->attempts.nelts) - p;
+
+    ngx_str_set(&name, "X-OmniRoute-Attempts");
+
+    return ngx_omniroute_add_header(r, &name, &value);
+}
+
+
+ngx_int_t
+ngx_omniroute_add_header(ngx_http_request_t *r, ngx_str_t *name,
+    ngx_str_t *value)
+{
+    ngx_table_elt_t  *h;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = 1;
+    h->key = *name;
+    h->value = *value;
+    h->lowcase_key = NULL;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The response of attempt sr becomes the client's: status and headers are
+ * copied into a fresh list of r (list parts must not be shared).
+ */
+
+ngx_int_t
+ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr)
+{
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h, *nh;
+
+    r->headers_out.status = sr->headers_out.status;
+    r->headers_out.status_line = sr->headers_out.status_line;
+    r->headers_out.content_type = sr->headers_out.content_type;
+    r->headers_out.content_type_len = sr->headers_out.content_type_len;
+    r->headers_out.content_type_lowcase = NULL;
+    r->headers_out.charset = sr->headers_out.charset;
+    r->headers_out.content_length_n = sr->headers_out.content_length_n;
+    r->headers_out.content_length = NULL;
+    r->headers_out.last_modified_time = -1;
+    r->headers_out.last_modified = NULL;
+
+    part = &sr->headers_out.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].hash == 0) {
+            continue;
+        }
+
+        nh = ngx_list_push(&r->headers_out.headers);
+        if (nh == NULL) {
+            return NGX_ERROR;
+        }
+
+        *nh = h[i];
+    }
+
+    return NGX_OK;
+}
