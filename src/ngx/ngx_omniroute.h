@@ -63,6 +63,8 @@ typedef struct {
     ngx_str_t                     auth_value;   /* ready header value */
     ngx_int_t                     priority;
     ngx_uint_t                    weight;
+    ngx_uint_t                    max_concurrent;   /* 0: unlimited */
+    double                        cost;
 } ngx_omniroute_connection_t;
 
 
@@ -105,6 +107,7 @@ typedef struct ngx_omniroute_main_conf_s {
     or_lockout_conf_t             lockout;      /* omniroute_model_lockout */
     ngx_shm_zone_t               *shm_zone;
     ngx_omniroute_store_t         store;
+    ngx_uint_t                    track_inflight;   /* a strategy needs it */
 } ngx_omniroute_main_conf_t;
 
 
@@ -172,6 +175,7 @@ typedef struct {
     ngx_uint_t                    truncated;    /* held body hit the bound */
     ngx_uint_t                    header_seen;
     ngx_uint_t                    done;
+    ngx_atomic_t                 *inflight;     /* counted while running */
 } ngx_omniroute_attempt_t;
 
 

@@ -532,6 +532,33 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strncmp(value[i].data, "max_concurrent=", 15) == 0) {
+            n = ngx_atoi(value[i].data + 15, value[i].len - 15);
+            if (n == NGX_ERROR || n > 100000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid \"%V\" of connection \"%V\": "
+                                   "expected 0..100000", &value[i], &c->id);
+                return NGX_CONF_ERROR;
+            }
+
+            c->max_concurrent = n;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "cost=", 5) == 0) {
+            n = ngx_atofp(value[i].data + 5, value[i].len - 5, 4);
+            if (n == NGX_ERROR) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid \"%V\" of connection \"%V\": "
+                                   "expected a number with at most 4 "
+                                   "decimals", &value[i], &c->id);
+                return NGX_CONF_ERROR;
+            }
+
+            c->cost = (double) n / 10000;
+            continue;
+        }
+
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid parameter \"%V\" of connection \"%V\"",
                            &value[i], &c->id);
@@ -904,6 +931,23 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
             t[j].provider = pi;
             t[j].model.len -= slash + 1 - t[j].model.data;
             t[j].model.data = slash + 1;
+        }
+    }
+
+    /* in-flight counts are kept when a combo's strategy reads them */
+
+    for (i = 0; i < omcf->models.nelts; i++) {
+        switch (m[i].strategy) {
+
+        case OR_STRATEGY_LEAST_USED:
+        case OR_STRATEGY_P2C:
+        case OR_STRATEGY_HEADROOM:
+        case OR_STRATEGY_FILL_FIRST:
+            omcf->track_inflight = 1;
+            break;
+
+        default:
+            break;
         }
     }
 

@@ -288,6 +288,7 @@ ngx_omniroute_order(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 {
     uint32_t                    *order, crc;
     or_cand_t                   *oc;
+    ngx_atomic_t                *counter;
     or_rand_t                    rnd;
     ngx_uint_t                   i, n;
     ngx_omniroute_select_t       sel;
@@ -324,7 +325,14 @@ ngx_omniroute_order(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         oc[i].id = crc;
         oc[i].priority = (int64_t) cand[i].order;
         oc[i].weight = (uint32_t) cand[i].conn->weight;
+        oc[i].max_concurrent = (uint32_t) cand[i].conn->max_concurrent;
+        oc[i].cost = cand[i].conn->cost;
         oc[i].reset_at = OR_MSEC_NONE;
+
+        counter = ngx_omniroute_inflight(st, &cand[i].conn->id);
+        if (counter) {
+            oc[i].in_flight = (uint32_t) *counter;
+        }
     }
 
     or_rand_seed(&rnd, ((uint64_t) ngx_random() << 32) ^ (uint64_t) now

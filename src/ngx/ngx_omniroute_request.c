@@ -33,6 +33,9 @@ static ngx_int_t ngx_omniroute_attempt_body(ngx_http_request_t *r,
 static ngx_int_t ngx_omniroute_attempt_done(ngx_http_request_t *sr,
     void *data, ngx_int_t rc);
 static void ngx_omniroute_parent_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_omniroute_count_inflight(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+static void ngx_omniroute_inflight_done(void *data);
 static ngx_int_t ngx_omniroute_send_held(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 static ngx_int_t ngx_omniroute_send_transport_error(ngx_http_request_t *r,
@@ -488,6 +491,10 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     a->start = ngx_omniroute_now();
     ctx->current = a;
 
+    if (ngx_omniroute_count_inflight(r, a) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     ctx->ps.handler = ngx_omniroute_attempt_done;
     ctx->ps.data = ctx;
 
@@ -605,6 +612,8 @@ ngx_omniroute_attempt_done(ngx_http_request_t *sr, void *data, ngx_int_t rc)
     }
 
     a->done = 1;
+
+    ngx_omniroute_inflight_done(a);
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
                    "omniroute attempt done: rc:%i state:%d status:%ui",
@@ -816,4 +825,54 @@ ngx_omniroute_settings_of(ngx_http_request_t *r, ngx_omniroute_provider_t *p)
     ngx_omniroute_settings_effective(omcf, p, &ps->settings);
 
     return &ps->settings;
+}
+
+
+/*
+ * In-flight attempts per connection, for the strategies that read them:
+ * counted from dispatch until the attempt is over, or until the request
+ * goes away (pool cleanup), whichever comes first.
+ */
+
+static ngx_int_t
+ngx_omniroute_count_inflight(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a)
+{
+    ngx_pool_cleanup_t         *cln;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (!omcf->track_inflight || omcf->shm_zone == NULL) {
+        return NGX_OK;
+    }
+
+    a->inflight = ngx_omniroute_inflight(&omcf->store, &a->cand->conn->id);
+    if (a->inflight == NULL) {
+        return NGX_OK;
+    }
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NGX_ERROR;
+    }
+
+    cln->handler = ngx_omniroute_inflight_done;
+    cln->data = a;
+
+    (void) ngx_atomic_fetch_add(a->inflight, 1);
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_omniroute_inflight_done(void *data)
+{
+    ngx_omniroute_attempt_t *a = data;
+
+    if (a->inflight) {
+        (void) ngx_atomic_fetch_add(a->inflight, -1);
+        a->inflight = NULL;
+    }
 }

@@ -128,6 +128,12 @@ ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     sh->nevents = n;
     sh->next_seq = 1;
 
+    sh->inflight = ngx_slab_calloc(shpool, NGX_OMNIROUTE_INFLIGHT_SLOTS
+                                           * sizeof(ngx_omniroute_inflight_t));
+    if (sh->inflight == NULL) {
+        return NGX_ERROR;
+    }
+
     st->sh = sh;
     shpool->data = sh;
 
@@ -393,6 +399,49 @@ ngx_omniroute_store_visit(ngx_omniroute_store_t *st, ngx_uint_t table,
     }
 
     return n;
+}
+
+
+/*
+ * The in-flight counter of a key (a connection id), shared by the workers
+ * and updated with atomics: an open-addressing table of hashes, claimed
+ * with compare-and-set and never freed.  NULL when the table is full
+ * (counts are then not tracked).
+ */
+
+ngx_atomic_t *
+ngx_omniroute_inflight(ngx_omniroute_store_t *st, ngx_str_t *key)
+{
+    uint32_t                   hash;
+    ngx_uint_t                 i, slot;
+    ngx_omniroute_inflight_t  *t;
+
+    if (st == NULL || st->sh == NULL || st->sh->inflight == NULL) {
+        return NULL;
+    }
+
+    hash = ngx_crc32_short(key->data, key->len) | 1;
+    t = st->sh->inflight;
+
+    for (i = 0; i < NGX_OMNIROUTE_INFLIGHT_SLOTS; i++) {
+        slot = (hash + i) % NGX_OMNIROUTE_INFLIGHT_SLOTS;
+
+        if (t[slot].hash == hash) {
+            return &t[slot].count;
+        }
+
+        if (t[slot].hash == 0
+            && ngx_atomic_cmp_set(&t[slot].hash, 0, hash))
+        {
+            return &t[slot].count;
+        }
+
+        if (t[slot].hash == hash) {
+            return &t[slot].count;
+        }
+    }
+
+    return NULL;
 }
 
 

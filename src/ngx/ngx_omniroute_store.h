@@ -95,6 +95,15 @@ typedef struct {
 } ngx_omniroute_stats_t;
 
 
+/* node-local in-flight attempts per connection: lock-free, not mirrored */
+#define NGX_OMNIROUTE_INFLIGHT_SLOTS  1024
+
+typedef struct {
+    ngx_atomic_t                  hash;         /* 0: free */
+    ngx_atomic_t                  count;
+} ngx_omniroute_inflight_t;
+
+
 typedef struct {
     ngx_rbtree_t                  rbtree;
     ngx_rbtree_node_t             sentinel;
@@ -106,6 +115,8 @@ typedef struct {
     ngx_uint_t                    nevents;      /* ring capacity */
     ngx_omniroute_event_t        *events;
     ngx_omniroute_stats_t         stats;
+    ngx_omniroute_inflight_t     *inflight;     /* NGX_OMNIROUTE_INFLIGHT_
+                                                   SLOTS slots */
 } ngx_omniroute_sh_t;
 
 
@@ -146,6 +157,8 @@ ngx_int_t ngx_omniroute_store_delete(ngx_omniroute_store_t *st,
 ngx_uint_t ngx_omniroute_store_visit(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_omniroute_visit_pt visit, void *arg,
     ngx_pool_t *pool);
+ngx_atomic_t *ngx_omniroute_inflight(ngx_omniroute_store_t *st,
+    ngx_str_t *key);
 ngx_uint_t ngx_omniroute_store_events(ngx_omniroute_store_t *st,
     uint64_t from, ngx_omniroute_event_t *out, ngx_uint_t max,
     uint64_t *next);
