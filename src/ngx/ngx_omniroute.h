@@ -65,6 +65,8 @@ typedef struct {
     ngx_uint_t                    weight;
     ngx_uint_t                    max_concurrent;   /* 0: unlimited */
     double                        cost;
+    ngx_str_t                     egress;       /* shared egress (proxy/IP) */
+    ngx_flag_t                    disable_cooling;
 } ngx_omniroute_connection_t;
 
 
@@ -261,7 +263,8 @@ ngx_int_t ngx_omniroute_send_json(ngx_http_request_t *r, ngx_uint_t status,
 ngx_int_t ngx_omniroute_plan_eligible(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_admit(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand);
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand,
+    const char **reason);
 ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_candidate_t *cand, const char *reason,
     or_msec_t retry_after);

@@ -545,6 +545,22 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strncmp(value[i].data, "egress=", 7) == 0) {
+            c->egress.data = value[i].data + 7;
+            c->egress.len = value[i].len - 7;
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "disable_cooling=on") == 0) {
+            c->disable_cooling = 1;
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "disable_cooling=off") == 0) {
+            c->disable_cooling = 0;
+            continue;
+        }
+
         if (ngx_strncmp(value[i].data, "cost=", 5) == 0) {
             n = ngx_atofp(value[i].data + 5, value[i].len - 5, 4);
             if (n == NGX_ERROR) {

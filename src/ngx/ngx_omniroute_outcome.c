@@ -51,6 +51,9 @@ static size_t ngx_omniroute_lockout_key(u_char *buf,
 static void ngx_omniroute_lockout_success(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_omniroute_candidate_t *cand, or_scope_e scope,
     ngx_omniroute_outcome_t *o);
+static void ngx_omniroute_cool_siblings(ngx_http_request_t *r,
+    ngx_omniroute_store_t *st, ngx_omniroute_candidate_t *cand,
+    ngx_omniroute_outcome_t *o);
 static void ngx_omniroute_count_restatement(ngx_omniroute_store_t *st,
     const char *rule);
 static void ngx_omniroute_log_breaker(ngx_http_request_t *r,
@@ -221,11 +224,13 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
     lockout = (status && or_lockout_applies(&settings->lockout, status,
                                             a->verdict.scope));
 
-    if (!lockout) {
+    if (!lockout && !cand->conn->disable_cooling) {
         k = cand->conn->id;
         (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_CONN, &k,
                                           sizeof(or_conn_state_t),
                                           ngx_omniroute_conn_failed, &o, 0);
+
+        ngx_omniroute_cool_siblings(r, st, cand, &o);
     }
 
     if (!o.cooldown.skip_breaker
@@ -253,6 +258,91 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
                                               ngx_omniroute_lockout_failed,
                                               &o, 0);
         }
+    }
+}
+
+
+/*
+ * R-CLASS-6: on an egress-bucketed provider, a 429 quota or rate-limit
+ * failure cools every connection sharing the failing one's egress key
+ * (never terminal, never shortening a longer cooldown, skipping
+ * disable_cooling).
+ */
+
+static void
+ngx_omniroute_cool_siblings(ngx_http_request_t *r, ngx_omniroute_store_t *st,
+    ngx_omniroute_candidate_t *cand, ngx_omniroute_outcome_t *o)
+{
+    u_char                      *cool;
+    ngx_str_t                    k;
+    ngx_uint_t                   i, n;
+    or_egress_conn_t             failing, *sibs;
+    ngx_omniroute_connection_t  *c, **conns;
+    ngx_omniroute_main_conf_t   *omcf;
+
+    if (!cand->provider->class_conf.egress_bucketed
+        || cand->conn->egress.len == 0
+        || o->verdict->reason == OR_REASON_NONE
+        || or_classify_is_terminal(o->verdict->reason))
+    {
+        return;
+    }
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+    c = omcf->connections.elts;
+
+    sibs = ngx_palloc(r->pool, omcf->connections.nelts
+                               * (sizeof(or_egress_conn_t) + sizeof(void *)
+                                  + 1));
+    if (sibs == NULL) {
+        return;
+    }
+
+    conns = (ngx_omniroute_connection_t **) (sibs + omcf->connections.nelts);
+    cool = (u_char *) (conns + omcf->connections.nelts);
+
+    n = 0;
+
+    for (i = 0; i < omcf->connections.nelts; i++) {
+        if (&c[i] == cand->conn
+            || c[i].provider != (ngx_uint_t) (cand->provider
+                                               - (ngx_omniroute_provider_t *)
+                                                 omcf->providers.elts))
+        {
+            continue;
+        }
+
+        sibs[n].key = (const char *) c[i].egress.data;
+        sibs[n].key_len = c[i].egress.len;
+        sibs[n].disable_cooling = (int) c[i].disable_cooling;
+        conns[n++] = &c[i];
+    }
+
+    failing.key = (const char *) cand->conn->egress.data;
+    failing.key_len = cand->conn->egress.len;
+    failing.disable_cooling = 0;
+
+    if (or_egress_siblings(&cand->provider->class_conf, o->status,
+                           o->verdict, &failing, sibs, n, cool)
+        == 0)
+    {
+        return;
+    }
+
+    for (i = 0; i < n; i++) {
+        if (!cool[i]) {
+            continue;
+        }
+
+        k = conns[i]->id;
+        (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_CONN, &k,
+                                          sizeof(or_conn_state_t),
+                                          ngx_omniroute_conn_failed, o, 0);
+
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "omniroute: connection \"%V\" cooled with \"%V\" "
+                      "(egress \"%V\")", &conns[i]->id, &cand->conn->id,
+                      &cand->conn->egress);
     }
 }
 

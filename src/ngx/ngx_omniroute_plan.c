@@ -391,9 +391,10 @@ ngx_omniroute_select_update(void *value, void *arg, or_msec_t *expires)
 
 ngx_int_t
 ngx_omniroute_admit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_candidate_t *cand)
+    ngx_omniroute_candidate_t *cand, const char **reason)
 {
     or_breaker_t                cb;
+    or_conn_state_t             cs;
     ngx_omniroute_admit_t       adm;
     ngx_omniroute_settings_t   *settings;
     ngx_omniroute_main_conf_t  *omcf;
@@ -406,6 +407,22 @@ ngx_omniroute_admit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     if (ctx->attempts.nelts == 0 && !cand->has_breaker) {
         return NGX_OK;
     }
+
+    /* a fallback: the connection may have been cooled since planning (by
+     * a sibling's failure, or by another worker) */
+
+    if (ctx->attempts.nelts > 0 && omcf->shm_zone
+        && ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_CONN,
+                                    &cand->conn->id, &cs,
+                                    sizeof(or_conn_state_t))
+           == NGX_OK
+        && !or_cooldown_eligible(&cs, ngx_omniroute_now()))
+    {
+        *reason = "provider_cooldown";
+        return NGX_DECLINED;
+    }
+
+    *reason = "circuit_open";
 
     if (omcf->shm_zone == NULL
         || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_BREAKER,

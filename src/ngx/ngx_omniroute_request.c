@@ -449,6 +449,7 @@ ngx_omniroute_plan(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 static ngx_int_t
 ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
+    const char                    *reason;
     ngx_http_request_t            *sr;
     ngx_http_request_body_t       *rb;
     ngx_omniroute_attempt_t       *a;
@@ -464,12 +465,11 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         cand = (ngx_omniroute_candidate_t *) ctx->candidates.elts
                + ctx->next++;
 
-        if (ngx_omniroute_admit(r, ctx, cand) == NGX_OK) {
+        if (ngx_omniroute_admit(r, ctx, cand, &reason) == NGX_OK) {
             break;
         }
 
-        if (ngx_omniroute_plan_exclude(ctx, cand, "circuit_open", 1000)
-            != NGX_OK)
+        if (ngx_omniroute_plan_exclude(ctx, cand, reason, 1000) != NGX_OK)
         {
             return NGX_ERROR;
         }
