@@ -4,8 +4,9 @@
 #  1. happy-path throughput of a small chat-completion POST with the Redis
 #     mirror on (node A, linked to a local redis-server, a second node B
 #     on the same Redis) and off (node C, same configuration without
-#     omniroute_redis), wrk rounds alternating A/C, best round of each
-#     compared: ratio on/off (target >= 0.97);
+#     omniroute_redis), wrk rounds alternating A/C (the order swapped
+#     every round), best and median round of each compared: ratio on/off
+#     (target >= 0.97);
 #  2. propagation delay A -> B over CHANGES state changes: each change is
 #     made on A (a connection cooldown through omniroute_redis_debug, the
 #     same store update the request path makes); the delay is from A's
@@ -22,7 +23,7 @@ prefix="$root/build/bench-cluster"
 DURATION=${DURATION:-8}
 CONNS=${CONNS:-50}
 THREADS=${THREADS:-1}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 WORKERS=${WORKERS:-1}
 CHANGES=${CHANGES:-200}
 BASE=${BASE_PORT:-18230}
@@ -151,28 +152,39 @@ run() {
     ' "$prefix/wrk-$1.txt"
 }
 
-best_on=0; best_off=0; on_line=; off_line=
-for i in $(seq 1 "$ROUNDS"); do
-    read -r rps p50 p99 bad <<<"$(run a)"
-    printf 'round %d  mirror on  (A) : %10.0f req/s  p50 %-8s p99 %-8s non-2xx %s\n' \
-        "$i" "$rps" "$p50" "$p99" "$bad"
-    if awk "BEGIN{exit !($rps > $best_on)}"; then
-        best_on=$rps; on_line="$p50 $p99"
-    fi
+one() {
+    local n=$1 label=$2 rps p50 p99 bad
+    read -r rps p50 p99 bad <<<"$(run "$n")"
+    printf 'round %d  %-15s: %10.0f req/s  p50 %-8s p99 %-8s non-2xx %s\n' \
+        "$i" "$label" "$rps" "$p50" "$p99" "$bad"
+    echo "$rps $p50 $p99" >> "$prefix/rounds-$n.txt"
+}
 
-    read -r rps p50 p99 bad <<<"$(run c)"
-    printf 'round %d  mirror off (C) : %10.0f req/s  p50 %-8s p99 %-8s non-2xx %s\n' \
-        "$i" "$rps" "$p50" "$p99" "$bad"
-    if awk "BEGIN{exit !($rps > $best_off)}"; then
-        best_off=$rps; off_line="$p50 $p99"
+for i in $(seq 1 "$ROUNDS"); do
+    if [ $((i % 2)) = 1 ]; then
+        one a 'mirror on  (A)'; one c 'mirror off (C)'
+    else
+        one c 'mirror off (C)'; one a 'mirror on  (A)'
     fi
 done
 
+summary() {
+    sort -n -k1 "$prefix/rounds-$1.txt" | awk '
+        { r[NR] = $1; l[NR] = $2 " " $3 }
+        END { m = int((NR + 1) / 2); printf "%s %s %s\n", r[NR], r[m], l[NR] }'
+}
+
+read -r best_on med_on on_line1 on_line2 <<<"$(summary a)"
+read -r best_off med_off off_line1 off_line2 <<<"$(summary c)"
+
 echo
-printf 'best mirror on  : %.0f req/s (p50/p99 %s)\n' "$best_on" "$on_line"
-printf 'best mirror off : %.0f req/s (p50/p99 %s)\n' "$best_off" "$off_line"
-awk -v a="$best_on" -v b="$best_off" \
-    'BEGIN { printf "ratio on/off    : %.3f (target >= 0.97)\n", a / b }'
+printf 'mirror on  : best %.0f req/s (p50/p99 %s %s), median %.0f\n' \
+    "$best_on" "$on_line1" "$on_line2" "$med_on"
+printf 'mirror off : best %.0f req/s (p50/p99 %s %s), median %.0f\n' \
+    "$best_off" "$off_line1" "$off_line2" "$med_off"
+awk -v a="$best_on" -v b="$best_off" -v c="$med_on" -v d="$med_off" \
+    'BEGIN { printf "ratio on/off: best %.3f, median %.3f (target >= 0.97)\n",
+             a / b, c / d }'
 echo
 
 # propagation A -> B

@@ -102,12 +102,23 @@ sub resume { kill 'CONT', $_[0]{pid} if $_[0]{pid} }
 # errors as "ERR: ..." strings)
 sub cmd {
     my ($self, @args) = @_;
+    return $self->cmd_in(undef, @args);
+}
+
+# the same in database $db
+sub cmd_in {
+    my ($self, $db, @args) = @_;
 
     my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$self->{port}",
                                   Timeout => 2) or return undef;
 
     if ($self->{password}) {
         print $s resp('AUTH', $self->{password});
+        read_reply($s);
+    }
+
+    if (defined $db) {
+        print $s resp('SELECT', $db);
         read_reply($s);
     }
 
