@@ -128,11 +128,19 @@ ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     sh->nevents = n;
     sh->next_seq = 1;
 
-    sh->inflight = ngx_slab_calloc(shpool, NGX_OMNIROUTE_INFLIGHT_SLOTS
-                                           * sizeof(ngx_omniroute_inflight_t));
+    /* in-flight counters: about 1/64 of the zone */
+
+    n = shm_zone->shm.size / 64 / sizeof(ngx_omniroute_inflight_t);
+    n = ngx_max(n, 32);
+    n = ngx_min(n, NGX_OMNIROUTE_INFLIGHT_MAX);
+
+    sh->inflight = ngx_slab_calloc(shpool,
+                                   n * sizeof(ngx_omniroute_inflight_t));
     if (sh->inflight == NULL) {
         return NGX_ERROR;
     }
+
+    sh->ninflight = n;
 
     st->sh = sh;
     shpool->data = sh;
@@ -423,8 +431,8 @@ ngx_omniroute_inflight(ngx_omniroute_store_t *st, ngx_str_t *key)
     hash = ngx_crc32_short(key->data, key->len) | 1;
     t = st->sh->inflight;
 
-    for (i = 0; i < NGX_OMNIROUTE_INFLIGHT_SLOTS; i++) {
-        slot = (hash + i) % NGX_OMNIROUTE_INFLIGHT_SLOTS;
+    for (i = 0; i < st->sh->ninflight; i++) {
+        slot = (hash + i) % st->sh->ninflight;
 
         if (t[slot].hash == hash) {
             return &t[slot].count;

@@ -96,7 +96,7 @@ typedef struct {
 
 
 /* node-local in-flight attempts per connection: lock-free, not mirrored */
-#define NGX_OMNIROUTE_INFLIGHT_SLOTS  1024
+#define NGX_OMNIROUTE_INFLIGHT_MAX  1024
 
 typedef struct {
     ngx_atomic_t                  hash;         /* 0: free */
@@ -115,8 +115,8 @@ typedef struct {
     ngx_uint_t                    nevents;      /* ring capacity */
     ngx_omniroute_event_t        *events;
     ngx_omniroute_stats_t         stats;
-    ngx_omniroute_inflight_t     *inflight;     /* NGX_OMNIROUTE_INFLIGHT_
-                                                   SLOTS slots */
+    ngx_omniroute_inflight_t     *inflight;
+    ngx_uint_t                    ninflight;    /* slots */
 } ngx_omniroute_sh_t;
 
 
