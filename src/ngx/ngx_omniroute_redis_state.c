@@ -15,7 +15,8 @@
  *   settings   last writer wins by the origin time of the change, ties
  *       broken by the bytes of the value (a total order, so every node
  *       picks the same winner).
- *   strategy   not mirrored: cursors and latency windows are per node.
+ *   strategy   not mirrored: cursors and latency windows are per node;
+ *       so is any table not listed in ngx_omniroute_redis_mirrored().
  */
 
 
@@ -72,10 +73,14 @@ static const char  *ngx_omniroute_redis_tables[] = {
 static uint64_t  ngx_omniroute_redis_src[NGX_OMNIROUTE_REDIS_VALUE_MAX / 8];
 
 
+#define NGX_OMNIROUTE_REDIS_NTABLES                                          \
+    (sizeof(ngx_omniroute_redis_tables) / sizeof(ngx_omniroute_redis_tables[0]))
+
+
 const char *
 ngx_omniroute_redis_table_name(ngx_uint_t table)
 {
-    if (table >= NGX_OMNIROUTE_T_COUNT) {
+    if (table >= NGX_OMNIROUTE_REDIS_NTABLES) {
         return "unknown";
     }
 
@@ -88,7 +93,7 @@ ngx_omniroute_redis_table_of(u_char *name, size_t len)
 {
     ngx_uint_t  i;
 
-    for (i = 0; i < NGX_OMNIROUTE_T_COUNT; i++) {
+    for (i = 0; i < NGX_OMNIROUTE_REDIS_NTABLES; i++) {
         if (ngx_strlen(ngx_omniroute_redis_tables[i]) == len
             && ngx_strncmp(ngx_omniroute_redis_tables[i], name, len) == 0)
         {
@@ -100,11 +105,23 @@ ngx_omniroute_redis_table_of(u_char *name, size_t len)
 }
 
 
+/* an allow-list: a table added to the store is node-local until listed */
+
 ngx_uint_t
 ngx_omniroute_redis_mirrored(ngx_uint_t table)
 {
-    return table < NGX_OMNIROUTE_T_COUNT
-           && table != NGX_OMNIROUTE_T_STRATEGY;
+    switch (table) {
+
+    case NGX_OMNIROUTE_T_BREAKER:
+    case NGX_OMNIROUTE_T_CONN:
+    case NGX_OMNIROUTE_T_LOCKOUT:
+    case NGX_OMNIROUTE_T_REJECTED:
+    case NGX_OMNIROUTE_T_SETTINGS:
+        return 1;
+
+    default:
+        return 0;
+    }
 }
 
 
