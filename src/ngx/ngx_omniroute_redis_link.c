@@ -1417,6 +1417,11 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
         return;
     }
 
+    if (msg.table == NGX_OMNIROUTE_T_SETTINGS) {
+        /* versions of local changes not read yet: last writer wins */
+        ngx_omniroute_redis_drain(link, link->draining);
+    }
+
     rv = ngx_omniroute_redis_apply(link, msg.table, &msg.key, msg.value,
                                    msg.size, msg.time, link->merged, &mtime,
                                    &changed);
