@@ -4,7 +4,7 @@
 #   make         build build/nginx/ngx_http_omniroute_module.so
 #   make test    unit tests (plain and ASan/UBSan) + integration tests (prove)
 #   make demo    start nginx in the foreground on 127.0.0.1:8080 (demo config)
-#   make bench   wrk: module vs plain proxy_pass, same run
+#   make bench   wrk: module vs plain proxy_pass, failover, Redis mirror
 #   make fuzz    libFuzzer targets under fuzz/, FUZZ_SECONDS each
 
 SHELL      := /bin/bash
@@ -98,6 +98,7 @@ demo: deps build
 bench: deps build
 	bash bench/run.sh
 	bash bench/failover.sh
+	bash bench/cluster.sh
 
 $(BUILD)/fuzz/%: fuzz/%.c $(CORE_SRCS) $(CORE_HDRS)
 	@mkdir -p $(dir $@)
