@@ -218,6 +218,10 @@ char *ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf);
 
+/* secrets from files (ngx_omniroute_secret.c) */
+ngx_int_t ngx_omniroute_read_secret(ngx_conf_t *cf, ngx_pool_t *pool,
+    ngx_str_t *path, size_t max, const char *what, ngx_str_t *secret);
+
 /* resilience directives (ngx_omniroute_rules_conf.c) */
 char *ngx_omniroute_model_lockout(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);

@@ -48,8 +48,6 @@ static char *ngx_omniroute_api(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_omniroute_api_token(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
-static ngx_int_t ngx_omniroute_api_token_file(ngx_conf_t *cf,
-    ngx_str_t *name, ngx_str_t *token);
 static ngx_int_t ngx_omniroute_api_hash(u_char *data, size_t len,
     u_char *md);
 
@@ -337,7 +335,13 @@ ngx_omniroute_api_token(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         name.data = value[1].data + 5;
         name.len = value[1].len - 5;
 
-        if (ngx_omniroute_api_token_file(cf, &name, &token) != NGX_OK) {
+        /* only the token's hash is kept: the text stays in temp_pool */
+
+        if (ngx_omniroute_read_secret(cf, cf->temp_pool, &name,
+                                      NGX_OMNIROUTE_API_TOKEN_MAX,
+                                      "\"omniroute_api_token\"", &token)
+            != NGX_OK)
+        {
             return NGX_CONF_ERROR;
         }
 
@@ -380,91 +384,6 @@ ngx_omniroute_api_token(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     alcf->token_mode = NGX_OMNIROUTE_API_TOKEN_SET;
 
     return NGX_CONF_OK;
-}
-
-
-static ngx_int_t
-ngx_omniroute_api_token_file(ngx_conf_t *cf, ngx_str_t *name,
-    ngx_str_t *token)
-{
-    u_char           *buf, *p, *last;
-    ssize_t           n;
-    ngx_str_t         path;
-    ngx_file_t        file;
-    ngx_file_info_t   fi;
-
-    path = *name;
-
-    if (path.len == 0
-        || ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK)
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"omniroute_api_token\": invalid file name "
-                           "\"%V\"", name);
-        return NGX_ERROR;
-    }
-
-    ngx_memzero(&file, sizeof(ngx_file_t));
-
-    file.name = path;
-    file.log = cf->log;
-    file.fd = ngx_open_file(path.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
-
-    if (file.fd == NGX_INVALID_FILE) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
-                           "\"omniroute_api_token\": cannot open \"%V\"",
-                           &path);
-        return NGX_ERROR;
-    }
-
-    if (ngx_fd_info(file.fd, &fi) == NGX_FILE_ERROR
-        || ngx_file_size(&fi) > NGX_OMNIROUTE_API_TOKEN_MAX + 64)
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"omniroute_api_token\": \"%V\" is not a "
-                           "readable file of at most 4k", &path);
-        (void) ngx_close_file(file.fd);
-        return NGX_ERROR;
-    }
-
-    buf = ngx_pnalloc(cf->temp_pool, NGX_OMNIROUTE_API_TOKEN_MAX + 64);
-    if (buf == NULL) {
-        (void) ngx_close_file(file.fd);
-        return NGX_ERROR;
-    }
-
-    n = ngx_read_file(&file, buf, NGX_OMNIROUTE_API_TOKEN_MAX + 64, 0);
-
-    (void) ngx_close_file(file.fd);
-
-    if (n == NGX_ERROR) {
-        return NGX_ERROR;
-    }
-
-    p = buf;
-    last = buf + n;
-
-    while (p < last && (*p == ' ' || *p == '\t' || *p == CR || *p == LF)) {
-        p++;
-    }
-
-    while (last > p && (last[-1] == ' ' || last[-1] == '\t'
-                        || last[-1] == CR || last[-1] == LF))
-    {
-        last--;
-    }
-
-    if (p == last) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"omniroute_api_token\": \"%V\" is empty",
-                           &path);
-        return NGX_ERROR;
-    }
-
-    token->data = p;
-    token->len = last - p;
-
-    return NGX_OK;
 }
 
 

@@ -27,8 +27,6 @@ static ngx_int_t ngx_omniroute_parse_header(ngx_conf_t *cf,
 static ngx_int_t ngx_omniroute_valid_name(ngx_str_t *name);
 static ngx_int_t ngx_omniroute_valid_token(ngx_str_t *name);
 static ngx_int_t ngx_omniroute_valid_model(ngx_str_t *name);
-static ngx_int_t ngx_omniroute_load_key_file(ngx_conf_t *cf,
-    ngx_str_t *path, ngx_str_t *key);
 static ngx_int_t ngx_omniroute_find_provider(ngx_omniroute_main_conf_t *omcf,
     ngx_str_t *name);
 static ngx_omniroute_model_t *ngx_omniroute_find_model(
@@ -616,7 +614,9 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         ngx_memcpy(c->credential.data, env, c->credential.len);
 
     } else if (key_file.len) {
-        if (ngx_omniroute_load_key_file(cf, &key_file, &c->credential)
+        if (ngx_omniroute_read_secret(cf, cf->pool, &key_file,
+                                      NGX_OMNIROUTE_KEY_FILE_MAX, "key file",
+                                      &c->credential)
             != NGX_OK)
         {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -636,83 +636,6 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     return NGX_CONF_OK;
-}
-
-
-static ngx_int_t
-ngx_omniroute_load_key_file(ngx_conf_t *cf, ngx_str_t *path, ngx_str_t *key)
-{
-    u_char           *p, *last;
-    ssize_t           n;
-    ngx_fd_t          fd;
-    ngx_str_t         name;
-    ngx_file_t        file;
-    ngx_file_info_t   fi;
-
-    name = *path;
-
-    if (ngx_conf_full_name(cf->cycle, &name, 1) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    fd = ngx_open_file(name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
-    if (fd == NGX_INVALID_FILE) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
-                           ngx_open_file_n " \"%s\" failed", name.data);
-        return NGX_ERROR;
-    }
-
-    ngx_memzero(&file, sizeof(ngx_file_t));
-    file.fd = fd;
-    file.name = name;
-    file.log = cf->log;
-
-    if (ngx_fd_info(fd, &fi) == NGX_FILE_ERROR
-        || ngx_file_size(&fi) > NGX_OMNIROUTE_KEY_FILE_MAX)
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "key file \"%s\" is unreadable or larger than "
-                           "%d bytes", name.data, NGX_OMNIROUTE_KEY_FILE_MAX);
-        ngx_close_file(fd);
-        return NGX_ERROR;
-    }
-
-    p = ngx_pnalloc(cf->pool, ngx_file_size(&fi) + 1);
-    if (p == NULL) {
-        ngx_close_file(fd);
-        return NGX_ERROR;
-    }
-
-    n = ngx_read_file(&file, p, ngx_file_size(&fi), 0);
-
-    ngx_close_file(fd);
-
-    if (n == NGX_ERROR) {
-        return NGX_ERROR;
-    }
-
-    last = p + n;
-
-    while (last > p && (last[-1] == '\n' || last[-1] == '\r'
-                        || last[-1] == ' ' || last[-1] == '\t'))
-    {
-        last--;
-    }
-
-    while (p < last && (*p == ' ' || *p == '\t')) {
-        p++;
-    }
-
-    if (p == last) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "key file \"%s\" is empty", name.data);
-        return NGX_ERROR;
-    }
-
-    key->data = p;
-    key->len = last - p;
-
-    return NGX_OK;
 }
 
 

@@ -65,8 +65,6 @@ static char *ngx_omniroute_redis(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static ngx_int_t ngx_omniroute_redis_parse_addr(ngx_conf_t *cf,
     ngx_omniroute_redis_main_conf_t *rmcf, ngx_str_t *addr);
-static ngx_int_t ngx_omniroute_redis_read_password(ngx_conf_t *cf,
-    ngx_str_t *path, ngx_str_t *password);
 static ngx_int_t ngx_omniroute_redis_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 static ngx_int_t ngx_omniroute_redis_init_process(ngx_cycle_t *cycle);
@@ -392,8 +390,10 @@ ngx_omniroute_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             path.len = value[i].len - 14;
 
             if (path.len == 0
-                || ngx_omniroute_redis_read_password(cf, &path,
-                                                     &rmcf->password)
+                || ngx_omniroute_read_secret(cf, cf->pool, &path,
+                                             NGX_OMNIROUTE_REDIS_PASSWORD_MAX,
+                                             "password file",
+                                             &rmcf->password)
                    != NGX_OK)
             {
                 return NGX_CONF_ERROR;
@@ -640,81 +640,6 @@ invalid:
                        "optional port, or \"unix:\" and a path (host names "
                        "are not resolved)", addr);
     return NGX_ERROR;
-}
-
-
-static ngx_int_t
-ngx_omniroute_redis_read_password(ngx_conf_t *cf, ngx_str_t *path,
-    ngx_str_t *password)
-{
-    u_char           *p, *last;
-    ssize_t           n;
-    ngx_fd_t          fd;
-    ngx_str_t         name;
-    ngx_file_t        file;
-    ngx_file_info_t   fi;
-
-    name = *path;
-
-    if (ngx_conf_full_name(cf->cycle, &name, 1) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    fd = ngx_open_file(name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
-    if (fd == NGX_INVALID_FILE) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
-                           ngx_open_file_n " \"%s\" failed", name.data);
-        return NGX_ERROR;
-    }
-
-    ngx_memzero(&file, sizeof(ngx_file_t));
-    file.fd = fd;
-    file.name = name;
-    file.log = cf->log;
-
-    if (ngx_fd_info(fd, &fi) == NGX_FILE_ERROR
-        || ngx_file_size(&fi) > NGX_OMNIROUTE_REDIS_PASSWORD_MAX)
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "password file \"%s\" is unreadable or larger "
-                           "than %d bytes", name.data,
-                           NGX_OMNIROUTE_REDIS_PASSWORD_MAX);
-        ngx_close_file(fd);
-        return NGX_ERROR;
-    }
-
-    p = ngx_pnalloc(cf->pool, ngx_file_size(&fi) + 1);
-    if (p == NULL) {
-        ngx_close_file(fd);
-        return NGX_ERROR;
-    }
-
-    n = ngx_read_file(&file, p, ngx_file_size(&fi), 0);
-
-    ngx_close_file(fd);
-
-    if (n == NGX_ERROR) {
-        return NGX_ERROR;
-    }
-
-    last = p + n;
-
-    while (last > p && (last[-1] == '\n' || last[-1] == '\r'
-                        || last[-1] == ' ' || last[-1] == '\t'))
-    {
-        last--;
-    }
-
-    if (p == last) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "password file \"%s\" is empty", name.data);
-        return NGX_ERROR;
-    }
-
-    password->data = p;
-    password->len = last - p;
-
-    return NGX_OK;
 }
 
 
