@@ -250,6 +250,8 @@ ngx_int_t ngx_omniroute_add_route_headers(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 
 /* the attempt loop (ngx_omniroute_request.c) */
+ngx_int_t ngx_omniroute_body_text(ngx_http_request_t *r, off_t max,
+    ngx_str_t *body);
 ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a);
 ngx_uint_t ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx);

@@ -645,65 +645,11 @@ ngx_omniroute_api_body_handler(ngx_http_request_t *r)
 static ngx_int_t
 ngx_omniroute_api_body(ngx_http_request_t *r, ngx_str_t *body)
 {
-    u_char                        *p;
-    off_t                          len;
-    ssize_t                        n;
-    ngx_buf_t                     *b;
-    ngx_chain_t                   *cl;
     ngx_omniroute_api_loc_conf_t  *alcf;
 
     alcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_api_module);
 
-    ngx_str_null(body);
-
-    if (r->request_body == NULL || r->request_body->bufs == NULL) {
-        return NGX_OK;
-    }
-
-    len = 0;
-
-    for (cl = r->request_body->bufs; cl; cl = cl->next) {
-        b = cl->buf;
-        len += b->in_file ? b->file_last - b->file_pos : b->last - b->pos;
-    }
-
-    if (len > (off_t) alcf->body_max) {
-        return NGX_DECLINED;
-    }
-
-    if (len == 0) {
-        return NGX_OK;
-    }
-
-    p = ngx_pnalloc(r->pool, (size_t) len);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    body->data = p;
-
-    for (cl = r->request_body->bufs; cl; cl = cl->next) {
-        b = cl->buf;
-
-        if (b->in_file) {
-            n = ngx_read_file(b->file, p, (size_t) (b->file_last
-                                                    - b->file_pos),
-                              b->file_pos);
-
-            if (n != (ssize_t) (b->file_last - b->file_pos)) {
-                return NGX_ERROR;
-            }
-
-            p += n;
-
-        } else {
-            p = ngx_cpymem(p, b->pos, b->last - b->pos);
-        }
-    }
-
-    body->len = p - body->data;
-
-    return NGX_OK;
+    return ngx_omniroute_body_text(r, (off_t) alcf->body_max, body);
 }
 
 

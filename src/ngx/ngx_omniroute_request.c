@@ -17,8 +17,6 @@
 
 
 static void ngx_omniroute_body_handler(ngx_http_request_t *r);
-static ngx_int_t ngx_omniroute_read_body(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_parse_body(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_plan(ngx_http_request_t *r,
@@ -96,9 +94,8 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    rc = ngx_omniroute_read_body(r, ctx);
-    if (rc != NGX_OK) {
-        ngx_http_finalize_request(r, rc);
+    if (ngx_omniroute_body_text(r, 0, &ctx->body) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
@@ -140,45 +137,56 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
 }
 
 
-/* the client body as one contiguous string (memory or temp file parts) */
+/*
+ * The request body as one contiguous string (memory and temp file parts);
+ * NGX_DECLINED when it is longer than max (0: no limit).  A body in one
+ * memory buffer is not copied.
+ */
 
-static ngx_int_t
-ngx_omniroute_read_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+ngx_int_t
+ngx_omniroute_body_text(ngx_http_request_t *r, off_t max, ngx_str_t *body)
 {
     u_char       *p;
-    size_t        len;
+    off_t         len;
     ssize_t       n;
     ngx_buf_t    *b;
     ngx_chain_t  *cl;
+
+    ngx_str_null(body);
+
+    if (r->request_body == NULL || r->request_body->bufs == NULL) {
+        return NGX_OK;
+    }
 
     len = 0;
 
     for (cl = r->request_body->bufs; cl; cl = cl->next) {
         b = cl->buf;
-        len += b->in_file ? (size_t) (b->file_last - b->file_pos)
-                          : (size_t) (b->last - b->pos);
+        len += b->in_file ? b->file_last - b->file_pos : b->last - b->pos;
+    }
+
+    if (max && len > max) {
+        return NGX_DECLINED;
     }
 
     if (len == 0) {
-        ngx_str_null(&ctx->body);
         return NGX_OK;
     }
 
     cl = r->request_body->bufs;
 
     if (cl->next == NULL && !cl->buf->in_file) {
-        ctx->body.data = cl->buf->pos;
-        ctx->body.len = len;
+        body->data = cl->buf->pos;
+        body->len = (size_t) len;
         return NGX_OK;
     }
 
-    p = ngx_pnalloc(r->pool, len);
+    p = ngx_pnalloc(r->pool, (size_t) len);
     if (p == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        return NGX_ERROR;
     }
 
-    ctx->body.data = p;
-    ctx->body.len = len;
+    body->data = p;
 
     for ( /* void */ ; cl; cl = cl->next) {
         b = cl->buf;
@@ -188,14 +196,16 @@ ngx_omniroute_read_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
             continue;
         }
 
-        n = ngx_read_file(b->file, p, b->file_last - b->file_pos,
+        n = ngx_read_file(b->file, p, (size_t) (b->file_last - b->file_pos),
                           b->file_pos);
-        if (n != b->file_last - b->file_pos) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        if (n != (ssize_t) (b->file_last - b->file_pos)) {
+            return NGX_ERROR;
         }
 
         p += n;
     }
+
+    body->len = p - body->data;
 
     return NGX_OK;
 }
