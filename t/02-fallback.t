@@ -40,18 +40,7 @@ $t->config(<<'EOF');
                     'up=$omniroute_upstream_model tries=$omniroute_attempts';
     access_log %%TESTDIR%%/logs/omni.log omni;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-    }
+    %%GATEWAY%%
 EOF
 
 $t->run($t->port('gw'));

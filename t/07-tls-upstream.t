@@ -33,18 +33,7 @@ $t->config(<<'EOF');
     omniroute_provider secure url=https://provider.test/api/v1;
     omniroute_connection s1 provider=secure key_file=%%TESTDIR%%/key;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-    }
+    %%GATEWAY%%
 
     # the provider: answers with what it saw
     server {

@@ -64,18 +64,7 @@ $t->config(<<"EOF");
 
 $conf
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-    }
+    %%GATEWAY%%
 EOF
 
 $t->run($t->port('gw'));

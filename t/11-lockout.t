@@ -30,18 +30,7 @@ $t->config(<<'EOF');
     omniroute_connection c1 provider=lo key_file=%%TESTDIR%%/key;
     omniroute_connection n1 provider=nolock key_file=%%TESTDIR%%/key;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-    }
+    %%GATEWAY%%
 EOF
 
 $t->run($t->port('gw'));

@@ -77,9 +77,28 @@ sub write_file {
     return $path;
 }
 
-# %%PORT_name%%, %%TESTDIR%% and %%MODULE%% are expanded
+# the usual gateway: omniroute_pass on /v1/ of port "gw", and the attempt
+# location with omniroute_params
+our $GATEWAY = <<'END';
+server {
+        listen 127.0.0.1:%%PORT_gw%%;
+
+        location /v1/ {
+            omniroute_pass;
+        }
+
+        location /_omniroute {
+            internal;
+            include %%PARAMS%%;
+        }
+    }
+END
+
+# %%GATEWAY%%, %%PORT_name%%, %%TESTDIR%%, %%MODULE%% and %%PARAMS%% are
+# expanded
 sub expand {
     my ($self, $text) = @_;
+    $text =~ s/%%GATEWAY%%\n?/$GATEWAY/g;
     $text =~ s/%%PORT_(\w+)%%/$self->port($1)/ge;
     $text =~ s/%%TESTDIR%%/$self->{dir}/g;
     $text =~ s/%%MODULE%%/$MODULE/g;
