@@ -116,6 +116,13 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       offsetof(ngx_omniroute_loc_conf_t, error_body_max),
       NULL },
 
+    { ngx_string("omniroute_session_affinity"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_omniroute_loc_conf_t, session_affinity),
+      NULL },
+
     { ngx_string("omniroute_stream_probe"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
       ngx_conf_set_flag_slot,
@@ -230,6 +237,7 @@ ngx_omniroute_create_loc_conf(ngx_conf_t *cf)
     olcf->max_attempts = NGX_CONF_UNSET;
     olcf->error_body_max = NGX_CONF_UNSET_SIZE;
     olcf->stream_probe = NGX_CONF_UNSET;
+    olcf->session_affinity = NGX_CONF_UNSET_MSEC;
 
     return olcf;
 }
@@ -245,6 +253,8 @@ ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_size_value(conf->error_body_max, prev->error_body_max,
                               64 * 1024);
     ngx_conf_merge_value(conf->stream_probe, prev->stream_probe, 1);
+    ngx_conf_merge_msec_value(conf->session_affinity, prev->session_affinity,
+                              0);
 
     if (conf->error_body_max < 1024) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,

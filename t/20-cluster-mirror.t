@@ -111,7 +111,7 @@ for my $bad (['localhost:6379', qr/invalid Redis address "localhost:6379"/],
              ['127.0.0.1 bogus=1', qr/invalid parameter "bogus=1"/],
              ['127.0.0.1 password=', qr/invalid parameter "password="/],
              ['127.0.0.1 password_file=/nonexistent/pw',
-              qr/open\(\) "\/nonexistent\/pw" failed/])
+              qr/password file: cannot open "\/nonexistent\/pw"/])
 {
     $na->config(<<"EOF");
     omniroute_zone zone=omniroute:1m;

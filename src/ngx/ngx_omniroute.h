@@ -119,6 +119,7 @@ typedef struct {
     ngx_int_t                     max_attempts;
     size_t                        error_body_max;
     ngx_flag_t                    stream_probe;
+    ngx_msec_t                    session_affinity;     /* 0: off */
 } ngx_omniroute_loc_conf_t;
 
 
@@ -201,6 +202,7 @@ typedef struct {
     ngx_omniroute_provider_settings_t
                                   settings[NGX_OMNIROUTE_SETTINGS_CACHE];
     ngx_uint_t                    nsettings;
+    ngx_str_t                     pin_key;      /* model|session hash */
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
 } ngx_omniroute_ctx_t;
@@ -276,6 +278,14 @@ ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
     or_msec_t retry_after);
 ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
+
+/* session affinity (ngx_omniroute_affinity.c) */
+ngx_int_t ngx_omniroute_affinity_key(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_affinity_apply(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_affinity_record(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 
 /* outcomes (ngx_omniroute_outcome.c) */
 void ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a);

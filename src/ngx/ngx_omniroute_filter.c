@@ -171,6 +171,7 @@ ngx_omniroute_commit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     a->state = NGX_OMNIROUTE_ATTEMPT_COMMITTED;
 
     ngx_omniroute_record_success(mr, a);
+    ngx_omniroute_affinity_record(mr, ctx, a);
     ngx_omniroute_count(mr, NGX_OMNIROUTE_OUT_SUCCESS);
 
     if (ngx_omniroute_copy_response_headers(mr, r) != NGX_OK

@@ -64,7 +64,8 @@ static const char  *ngx_omniroute_table_names[NGX_OMNIROUTE_T_COUNT] = {
     "lockout",
     "rejected",
     "strategy",
-    "settings"
+    "settings",
+    "session_pin"
 };
 
 

@@ -154,7 +154,13 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         return NGX_DECLINED;
     }
 
-    return ngx_omniroute_order(r, ctx, st, now);
+    if (ngx_omniroute_order(r, ctx, st, now) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ngx_omniroute_affinity_apply(r, ctx);
+
+    return NGX_OK;
 }
 
 

@@ -15,6 +15,7 @@
  *   settings   last writer wins by the origin time of the change, ties
  *       broken by the bytes of the value (a total order, so every node
  *       picks the same winner).
+ *   pin        session affinity: the later pinning wins (or_pin_merge).
  *   strategy   not mirrored: cursors and latency windows are per node;
  *       so is any table not listed in ngx_omniroute_redis_mirrored().
  */
@@ -25,6 +26,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_redis_int.h"
+#include "or_pin.h"
 #include "or_breaker.h"
 #include "or_cooldown.h"
 #include "or_lockout.h"
@@ -65,7 +67,8 @@ static const char  *ngx_omniroute_redis_tables[] = {
     "lockout",
     "rejected",
     "strategy",
-    "settings"
+    "settings",
+    "pin"
 };
 
 
@@ -117,6 +120,7 @@ ngx_omniroute_redis_mirrored(ngx_uint_t table)
     case NGX_OMNIROUTE_T_LOCKOUT:
     case NGX_OMNIROUTE_T_REJECTED:
     case NGX_OMNIROUTE_T_SETTINGS:
+    case NGX_OMNIROUTE_T_PIN:
         return 1;
 
     default:
@@ -141,6 +145,9 @@ ngx_omniroute_redis_value_size(ngx_uint_t table)
     case NGX_OMNIROUTE_T_LOCKOUT:
     case NGX_OMNIROUTE_T_REJECTED:
         return sizeof(or_lockout_t);
+
+    case NGX_OMNIROUTE_T_PIN:
+        return sizeof(or_pin_t);
 
     default:
         return 0;
@@ -184,6 +191,10 @@ ngx_omniroute_redis_last(ngx_uint_t table, u_char *value, or_msec_t now)
         last = ngx_max(lo->until, lo->mark_at);
         last = ngx_max(last, lo->last_failure_at);
         last = ngx_max(last, lo->decay_at);
+        break;
+
+    case NGX_OMNIROUTE_T_PIN:
+        last = ((or_pin_t *) value)->until;
         break;
 
     default:
@@ -502,6 +513,16 @@ ngx_omniroute_redis_merge(void *value, void *arg, or_msec_t *expires)
     case NGX_OMNIROUTE_T_CONN:
         changed = or_cooldown_merge(value, (or_conn_state_t *) m->src);
         equal = or_cooldown_equal(value, (or_conn_state_t *) m->src);
+        break;
+
+    case NGX_OMNIROUTE_T_PIN:
+        changed = or_pin_merge(value, (or_pin_t *) m->src);
+        equal = (ngx_memcmp(value, m->src, sizeof(or_pin_t)) == 0);
+
+        if (changed) {
+            *expires = ((or_pin_t *) value)->until;
+        }
+
         break;
 
     default: /* lockout, rejected */

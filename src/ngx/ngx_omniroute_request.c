@@ -117,7 +117,11 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    rc = ngx_omniroute_plan_eligible(r, ctx);
+    rc = ngx_omniroute_affinity_key(r, ctx);
+
+    if (rc == NGX_OK) {
+        rc = ngx_omniroute_plan_eligible(r, ctx);
+    }
 
     if (rc == NGX_OK) {
         r->write_event_handler = ngx_omniroute_parent_handler;

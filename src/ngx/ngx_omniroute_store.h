@@ -42,6 +42,7 @@ typedef enum {
     NGX_OMNIROUTE_T_REJECTED,       /* key: connection, model */
     NGX_OMNIROUTE_T_STRATEGY,       /* key: combo */
     NGX_OMNIROUTE_T_SETTINGS,       /* key: setting group */
+    NGX_OMNIROUTE_T_PIN,            /* key: model, session hash */
     NGX_OMNIROUTE_T_COUNT
 } ngx_omniroute_table_e;
 
