@@ -67,6 +67,13 @@ for my $n ($na, $nb) {
     omniroute_connection r1 provider=rl key_file=%%TESTDIR%%/key-r1;
     omniroute_connection l1 provider=lk key_file=%%TESTDIR%%/key-l1;
 
+    omniroute_provider pp url=http://127.0.0.1:%%PORT_mock_p%%/pp
+                       lockout=off;
+    omniroute_connection p1 provider=pp key_file=%%TESTDIR%%/key-g1;
+    omniroute_connection p2 provider=pp key_file=%%TESTDIR%%/key-g1;
+    omniroute_connection p3 provider=pp key_file=%%TESTDIR%%/key-g1;
+    omniroute_combo ppc strategy=round-robin pp/m;
+
     omniroute_combo chain flaky/m good/m;
     omniroute_combo rlc rl/m good/m;
     omniroute_combo lkc lk/gpt-5-mini good/m;
@@ -78,6 +85,7 @@ for my $n ($na, $nb) {
 
         location /v1/ {
             omniroute_pass;
+            omniroute_session_affinity 1h;
         }
 
         location /_omniroute {
@@ -285,6 +293,23 @@ for (1 .. 2) {                  # flaky open again, from A
 is(breaker($na, 'flaky'), 'OPEN', 'A: flaky open again');
 ok(defined wait_for(sub { breaker($nb, 'flaky') eq 'OPEN' }, 2),
    'and B knows');
+
+# R-AFF-1 across nodes: a session pinned on A goes to the same connection
+# on B, whose round-robin cursor is its own
+sub session_conn {
+    my ($n) = @_;
+    my $r = $n->post(gw($n), '/v1/chat/completions',
+                     { model => 'ppc', messages => [] },
+                     'X-Session-Id' => 'cluster-session-1');
+    return $r->{headers}{'x-omniroute-connection'} // 'none';
+}
+
+my $pinned = session_conn($na);
+like($pinned, qr/^p[123]$/, 'a session pinned on A');
+sleep(0.2);
+my %on_b = map { session_conn($nb) => 1 } 1 .. 6;
+is_deeply([keys %on_b], [$pinned],
+          'R-AFF-1 B sends the session to the connection pinned on A');
 
 $na->stop;
 $na->run(gw($na));
