@@ -1,6 +1,7 @@
 # ngx_omniroute — build, test, demo and benchmark entry points.
 #
-#   make deps    install every Debian package the project needs (idempotent)
+#   make deps    install the Debian packages to build and run (idempotent)
+#   make test-deps  ... and those the tests, benchmarks and fuzzing need
 #   make         build build/nginx/ngx_http_omniroute_module.so
 #   make test    unit tests (plain and ASan/UBSan) + integration tests (prove)
 #   make demo    start nginx in the foreground on 127.0.0.1:8080 (demo config)
@@ -15,8 +16,8 @@ NGX_BUILD  := $(BUILD)/nginx
 MODULE_SO  := $(NGX_BUILD)/ngx_http_omniroute_module.so
 
 DEB_PKGS   := nginx nginx-dev libhiredis-dev libjansson-dev libssl-dev \
-              libpcre2-dev zlib1g-dev redis-server wrk gcc make clang \
-              libclang-rt-14-dev perl openssl curl prometheus chromium
+              libpcre2-dev zlib1g-dev gcc make perl openssl curl
+TEST_PKGS  := redis-server wrk clang libclang-rt-14-dev prometheus chromium
 
 CORE_SRCS  := $(wildcard src/core/*.c)
 CORE_HDRS  := $(wildcard src/core/*.h)
@@ -35,14 +36,20 @@ ASAN_FLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer \
 FUZZ_SECONDS ?= 60
 PROVE_ARGS  ?=
 
-.PHONY: all build deps unit test itest demo bench fuzz clean
+.PHONY: all build deps test-deps unit test itest demo bench fuzz clean
 
 all: build
 
 build: $(MODULE_SO)
 
 deps:
-	@missing=""; for p in $(DEB_PKGS); do \
+	@$(MAKE) -s install-pkgs PKGS="$(DEB_PKGS)"
+
+test-deps:
+	@$(MAKE) -s install-pkgs PKGS="$(DEB_PKGS) $(TEST_PKGS)"
+
+install-pkgs:
+	@missing=""; for p in $(PKGS); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
 	        | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
@@ -86,7 +93,7 @@ $(BUILD)/unit-asan/%: t/unit/%.c $(CORE_SRCS) $(CORE_HDRS) t/unit/or_test.h
 
 unit: $(UNIT_BINS) $(ASAN_BINS)
 
-test: deps build unit
+test: test-deps build unit
 	prove $(PROVE_ARGS) $(UNIT_BINS) $(ASAN_BINS) t/*.t
 
 itest: build
@@ -95,7 +102,7 @@ itest: build
 demo: deps build
 	bash conf.d/run-demo.sh
 
-bench: deps build
+bench: test-deps build
 	bash bench/run.sh
 	bash bench/failover.sh
 	bash bench/cluster.sh
@@ -105,7 +112,7 @@ $(BUILD)/fuzz/%: fuzz/%.c $(CORE_SRCS) $(CORE_HDRS)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc/core \
 	    -o $@ $< $(CORE_SRCS) -lm
 
-fuzz: $(FUZZ_BINS)
+fuzz: test-deps $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do \
 	    name=$$(basename $$f); \
 	    mkdir -p $(BUILD)/fuzz/corpus-$$name; \
