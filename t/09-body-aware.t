@@ -39,6 +39,7 @@ my %keys = (
     agent => 'status=403,body=' . esc('{"error":{"message":"用户额度不足, 剩余额度: $0.0"}}'),
     deny  => 'status=403,body=' . esc('{"error":{"message":"无权访问模型 claude-x"}}'),
     auth  => 'status=401',
+    later => 'status=429,body=' . esc('{"error":{"message":"Rate limit reached. Please try again in 20s."}}'),
     paid  => 'status=402,body=' . esc('{"error":{"message":"Your credit balance is too low"}}'),
 );
 
@@ -125,6 +126,12 @@ like($r->{status_line}, qr{^HTTP/1\.1 429 Too Many Requests},
 is($r->{headers}{'retry-after'}, '60', 'R-CLASS-1 Retry-After: 60');
 is($r->{body}, encode_utf8('{"error":{"message":"用户额度不足, 剩余额度: $0.0"}}'),
    'R-CLASS-1 and the original body');
+
+# a retry hint in the body becomes the client's Retry-After (R-REQ-6)
+$r = ask('later/m');
+is($r->{status}, 429, 'R-REQ-6 a 429 whose body says "try again in 20s"');
+is($r->{headers}{'retry-after'}, '20',
+   'R-REQ-6 reaches the client with Retry-After: 20');
 
 # 无权访问模型 is never restated
 $r = ask('deny/m');

@@ -645,7 +645,9 @@ ngx_omniroute_count_restatement(ngx_omniroute_store_t *st, const char *rule)
 
 /*
  * The held error becomes the client's response: restated status (status
- * line rebuilt) and Retry-After from restatement (R-CLASS-1).
+ * line rebuilt) and Retry-After (R-CLASS-1); an upstream retry hint found
+ * elsewhere (body text, rate-limit headers) becomes a Retry-After too
+ * when the provider sent none (R-REQ-6).
  */
 
 ngx_int_t
@@ -654,7 +656,8 @@ ngx_omniroute_apply_restatement(ngx_http_request_t *r,
 {
     u_char           *p;
     ngx_str_t         name, value;
-    ngx_uint_t        i;
+    ngx_int_t         seconds;
+    ngx_uint_t        i, found;
     ngx_list_part_t  *part;
     ngx_table_elt_t  *h;
 
@@ -663,10 +666,7 @@ ngx_omniroute_apply_restatement(ngx_http_request_t *r,
         r->headers_out.status_line.len = 0;
     }
 
-    if (a->verdict.retry_after_s < 0) {
-        return NGX_OK;
-    }
-
+    found = 0;
     part = &r->headers_out.headers.part;
     h = part->elts;
 
@@ -682,12 +682,28 @@ ngx_omniroute_apply_restatement(ngx_http_request_t *r,
             i = 0;
         }
 
-        if (h[i].key.len == sizeof("Retry-After") - 1
+        if (h[i].hash != 0
+            && h[i].key.len == sizeof("Retry-After") - 1
             && ngx_strncasecmp(h[i].key.data, (u_char *) "Retry-After",
                                sizeof("Retry-After") - 1) == 0)
         {
-            h[i].hash = 0;
+            if (a->verdict.retry_after_s >= 0) {
+                h[i].hash = 0;      /* replaced by the restatement's */
+
+            } else {
+                found = 1;
+            }
         }
+    }
+
+    if (a->verdict.retry_after_s >= 0) {
+        seconds = a->verdict.retry_after_s;
+
+    } else if (!found && a->verdict.hint_ms > 0) {
+        seconds = (ngx_int_t) ((a->verdict.hint_ms + 999) / 1000);
+
+    } else {
+        return NGX_OK;
     }
 
     p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
@@ -696,8 +712,7 @@ ngx_omniroute_apply_restatement(ngx_http_request_t *r,
     }
 
     value.data = p;
-    value.len = ngx_sprintf(p, "%i", (ngx_int_t) a->verdict.retry_after_s)
-                - p;
+    value.len = ngx_sprintf(p, "%i", seconds) - p;
 
     ngx_str_set(&name, "Retry-After");
 
