@@ -203,6 +203,12 @@ typedef struct {
                                   settings[NGX_OMNIROUTE_SETTINGS_CACHE];
     ngx_uint_t                    nsettings;
     ngx_str_t                     pin_key;      /* model|session hash */
+    ngx_event_t                   wait;         /* queued for a slot */
+    or_msec_t                     wait_until;
+    ngx_uint_t                    queued;       /* counted in sh->queued */
+    ngx_uint_t                    plan_excluded;    /* after planning */
+    ngx_uint_t                    saw_full;     /* a candidate was at its
+                                                   max_concurrent */
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
 } ngx_omniroute_ctx_t;

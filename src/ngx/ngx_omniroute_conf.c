@@ -873,7 +873,14 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
         }
     }
 
-    /* in-flight counts are kept when a combo's strategy reads them */
+    /* in-flight counts are kept when a combo's strategy reads them, or
+     * a connection has a concurrency cap */
+
+    for (i = 0; i < omcf->connections.nelts; i++) {
+        if (c[i].max_concurrent) {
+            omcf->track_inflight = 1;
+        }
+    }
 
     for (i = 0; i < omcf->models.nelts; i++) {
         switch (m[i].strategy) {

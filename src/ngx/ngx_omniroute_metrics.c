@@ -349,6 +349,12 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                               ngx_omniroute_table_names[i], records[i]);
     }
 
+    ngx_omniroute_metrics_head(&mb, "omniroute_queue_depth", "gauge",
+                               "Requests waiting for a concurrency slot "
+                               "(max_concurrent).");
+    ngx_omniroute_metrics_printf(&mb, "omniroute_queue_depth %uA\n",
+                                 sh ? sh->queued : 0);
+
     ngx_omniroute_metrics_head(&mb, "omniroute_zone_evictions_total",
                                "counter",
                                "Records evicted to make room (least "

@@ -16,6 +16,10 @@
 #include "ngx_omniroute.h"
 
 
+#define NGX_OMNIROUTE_SLOT_FULL     ((ngx_atomic_t *) -1)
+#define NGX_OMNIROUTE_QUEUE_POLL    25      /* ms between slot checks */
+
+
 static void ngx_omniroute_body_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_omniroute_parse_body(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
@@ -31,8 +35,14 @@ static ngx_int_t ngx_omniroute_attempt_body(ngx_http_request_t *r,
 static ngx_int_t ngx_omniroute_attempt_done(ngx_http_request_t *sr,
     void *data, ngx_int_t rc);
 static void ngx_omniroute_parent_handler(ngx_http_request_t *r);
-static ngx_int_t ngx_omniroute_count_inflight(ngx_http_request_t *r,
-    ngx_omniroute_attempt_t *a);
+static ngx_atomic_t *ngx_omniroute_acquire_slot(ngx_http_request_t *r,
+    ngx_omniroute_candidate_t *cand);
+static ngx_int_t ngx_omniroute_hold_slot(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a, ngx_atomic_t *counter);
+static ngx_int_t ngx_omniroute_queue(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static void ngx_omniroute_queue_retry(ngx_event_t *ev);
+static void ngx_omniroute_queue_leave(void *data);
 static void ngx_omniroute_inflight_done(void *data);
 static ngx_int_t ngx_omniroute_send_held(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
@@ -125,7 +135,20 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
 
     if (rc == NGX_OK) {
         r->write_event_handler = ngx_omniroute_parent_handler;
+        ctx->plan_excluded = ctx->excluded.nelts;
         rc = ngx_omniroute_start_attempt(r, ctx);
+    }
+
+    if (rc == NGX_BUSY) {
+        /* every eligible connection is at its max_concurrent */
+        rc = ngx_omniroute_queue(r, ctx);
+
+        if (rc == NGX_DONE) {
+            return;
+        }
+
+        ngx_http_finalize_request(r, rc);
+        return;
     }
 
     if (rc == NGX_DECLINED) {
@@ -464,29 +487,43 @@ static ngx_int_t
 ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     const char                    *reason;
+    ngx_atomic_t                  *counter;
     ngx_http_request_t            *sr;
     ngx_http_request_body_t       *rb;
     ngx_omniroute_attempt_t       *a;
     ngx_omniroute_candidate_t     *cand;
 
-    /* the next candidate the breaker admits (one HALF_OPEN probe) */
+    /*
+     * The next candidate the breaker admits (one HALF_OPEN probe) with a
+     * free concurrency slot.
+     */
 
     for ( ;; ) {
         if (ctx->next >= ctx->candidates.nelts) {
-            return NGX_DECLINED;
+            return ctx->saw_full ? NGX_BUSY : NGX_DECLINED;
         }
 
         cand = (ngx_omniroute_candidate_t *) ctx->candidates.elts
                + ctx->next++;
 
-        if (ngx_omniroute_admit(r, ctx, cand, &reason) == NGX_OK) {
+        if (ngx_omniroute_admit(r, ctx, cand, &reason) != NGX_OK) {
+            if (ngx_omniroute_plan_exclude(ctx, cand, reason, 1000)
+                != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+
+            continue;
+        }
+
+        counter = ngx_omniroute_acquire_slot(r, cand);
+
+        if (counter != NGX_OMNIROUTE_SLOT_FULL) {
             break;
         }
 
-        if (ngx_omniroute_plan_exclude(ctx, cand, reason, 1000) != NGX_OK)
-        {
-            return NGX_ERROR;
-        }
+        /* at its max_concurrent: the next candidate, else wait */
+        ctx->saw_full = 1;
     }
 
     if (ngx_omniroute_attempt_body(r, ctx, cand->target) != NGX_OK
@@ -505,7 +542,7 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     a->start = ngx_omniroute_now();
     ctx->current = a;
 
-    if (ngx_omniroute_count_inflight(r, a) != NGX_OK) {
+    if (ngx_omniroute_hold_slot(r, a, counter) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -706,7 +743,8 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
             return;
         }
 
-        /* NGX_DECLINED: no candidate admitted; answer with what we have */
+        /* NGX_DECLINED, NGX_BUSY: no candidate admitted; answer with
+         * what we have */
     }
 
     ctx->current = NULL;
@@ -843,38 +881,71 @@ ngx_omniroute_settings_of(ngx_http_request_t *r, ngx_omniroute_provider_t *p)
 
 
 /*
- * In-flight attempts per connection, for the strategies that read them:
- * counted from dispatch until the attempt is over, or until the request
- * goes away (pool cleanup), whichever comes first.
+ * In-flight attempts per connection, for the strategies that read them
+ * and for max_concurrent: a slot is taken at dispatch (compare-and-set
+ * below the cap), held until the attempt is over or the request goes away
+ * (pool cleanup), whichever comes first.  NULL: not counted;
+ * NGX_OMNIROUTE_SLOT_FULL: the connection is at its cap.
  */
 
-static ngx_int_t
-ngx_omniroute_count_inflight(ngx_http_request_t *r,
-    ngx_omniroute_attempt_t *a)
+static ngx_atomic_t *
+ngx_omniroute_acquire_slot(ngx_http_request_t *r,
+    ngx_omniroute_candidate_t *cand)
 {
-    ngx_pool_cleanup_t         *cln;
+    ngx_atomic_t               *counter;
+    ngx_atomic_uint_t           n;
     ngx_omniroute_main_conf_t  *omcf;
 
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
 
     if (!omcf->track_inflight || omcf->shm_zone == NULL) {
-        return NGX_OK;
+        return NULL;
     }
 
-    a->inflight = ngx_omniroute_inflight(&omcf->store, &a->cand->conn->id);
-    if (a->inflight == NULL) {
+    counter = ngx_omniroute_inflight(&omcf->store, &cand->conn->id);
+    if (counter == NULL) {
+        return NULL;
+    }
+
+    if (cand->conn->max_concurrent == 0) {
+        (void) ngx_atomic_fetch_add(counter, 1);
+        return counter;
+    }
+
+    for ( ;; ) {
+        n = *counter;
+
+        if (n >= cand->conn->max_concurrent) {
+            return NGX_OMNIROUTE_SLOT_FULL;
+        }
+
+        if (ngx_atomic_cmp_set(counter, n, n + 1)) {
+            return counter;
+        }
+    }
+}
+
+
+static ngx_int_t
+ngx_omniroute_hold_slot(ngx_http_request_t *r, ngx_omniroute_attempt_t *a,
+    ngx_atomic_t *counter)
+{
+    ngx_pool_cleanup_t  *cln;
+
+    if (counter == NULL) {
         return NGX_OK;
     }
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
+        (void) ngx_atomic_fetch_add(counter, -1);
         return NGX_ERROR;
     }
 
     cln->handler = ngx_omniroute_inflight_done;
     cln->data = a;
 
-    (void) ngx_atomic_fetch_add(a->inflight, 1);
+    a->inflight = counter;
 
     return NGX_OK;
 }
@@ -889,4 +960,145 @@ ngx_omniroute_inflight_done(void *data)
         (void) ngx_atomic_fetch_add(a->inflight, -1);
         a->inflight = NULL;
     }
+}
+
+
+/*
+ * R-CONC-1/2: every eligible connection is at its max_concurrent: the
+ * request waits for a slot (checked every NGX_OMNIROUTE_QUEUE_POLL ms) at
+ * most the queue wait budget; a full queue answers 429 at once.  Returns
+ * NGX_DONE when queued, else what to finalize the request with.
+ */
+
+static ngx_int_t
+ngx_omniroute_queue(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    ngx_atomic_uint_t                 n;
+    ngx_pool_cleanup_t               *cln;
+    ngx_omniroute_main_conf_t        *omcf;
+    ngx_omniroute_global_settings_t   g;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+    ngx_omniroute_settings_global(omcf, &g);
+
+    n = ngx_atomic_fetch_add(&omcf->store.sh->queued, 1);
+
+    if (g.max_queue_depth > 0 && n >= (ngx_atomic_uint_t) g.max_queue_depth)
+    {
+        (void) ngx_atomic_fetch_add(&omcf->store.sh->queued, -1);
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_COOLING_DOWN);
+
+        return ngx_omniroute_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
+                                        "rate_limit_error",
+                                        "RATE_LIMIT_QUEUE_FULL",
+                                        "the request queue is full");
+    }
+
+    ctx->queued = 1;
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    cln->handler = ngx_omniroute_queue_leave;
+    cln->data = r;
+
+    ctx->wait_until = ngx_omniroute_now() + g.queue_max_wait_ms;
+
+    ctx->wait.handler = ngx_omniroute_queue_retry;
+    ctx->wait.data = r;
+    ctx->wait.log = r->connection->log;
+
+    /* a client that goes away while waiting ends the request */
+    r->read_event_handler = ngx_http_test_reading;
+
+    ngx_add_timer(&ctx->wait, NGX_OMNIROUTE_QUEUE_POLL);
+
+    ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute: queued for a concurrency slot");
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_omniroute_queue_retry(ngx_event_t *ev)
+{
+    ngx_int_t             rc;
+    ngx_connection_t     *c;
+    ngx_http_request_t   *r;
+    ngx_omniroute_ctx_t  *ctx;
+
+    r = ev->data;
+    c = r->connection;
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    /* try the candidates again, from the first */
+
+    ctx->next = 0;
+    ctx->saw_full = 0;
+    ctx->excluded.nelts = ctx->plan_excluded;
+
+    rc = ngx_omniroute_start_attempt(r, ctx);
+
+    if (rc == NGX_BUSY && ngx_omniroute_now() < ctx->wait_until) {
+        ngx_add_timer(&ctx->wait, NGX_OMNIROUTE_QUEUE_POLL);
+        return;
+    }
+
+    ngx_omniroute_queue_leave(r);
+
+    switch (rc) {
+
+    case NGX_OK:
+        break;
+
+    case NGX_BUSY:
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_COOLING_DOWN);
+        ngx_http_finalize_request(r,
+            ngx_omniroute_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                     "rate_limit_error", "SEMAPHORE_TIMEOUT",
+                                     "no concurrency slot became free "
+                                     "within the queue wait budget"));
+        break;
+
+    case NGX_DECLINED:
+        ngx_http_finalize_request(r, ngx_omniroute_send_cooling_down(r, ctx));
+        break;
+
+    default:
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        break;
+    }
+
+    ngx_http_run_posted_requests(c);
+}
+
+
+/* out of the queue: the count, the timer (also at request end) */
+
+static void
+ngx_omniroute_queue_leave(void *data)
+{
+    ngx_http_request_t *r = data;
+
+    ngx_omniroute_ctx_t        *ctx;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    if (ctx == NULL || !ctx->queued) {
+        return;
+    }
+
+    ctx->queued = 0;
+
+    if (ctx->wait.timer_set) {
+        ngx_del_timer(&ctx->wait);
+    }
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    (void) ngx_atomic_fetch_add(&omcf->store.sh->queued, -1);
 }

@@ -118,6 +118,8 @@ typedef struct {
     ngx_omniroute_stats_t         stats;
     ngx_omniroute_inflight_t     *inflight;
     ngx_uint_t                    ninflight;    /* slots */
+    ngx_atomic_t                  queued;       /* requests waiting for a
+                                                   concurrency slot */
 } ngx_omniroute_sh_t;
 
 
