@@ -265,6 +265,10 @@ ngx_omniroute_lockout_retry(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_str_t     key;
     or_lockout_t  lo;
 
+    if (ngx_omniroute_store_empty(st, table)) {
+        return 0;
+    }
+
     key.len = ngx_omniroute_candidate_lockout_key(buf, cand, scope);
     key.data = buf;
 

@@ -344,6 +344,12 @@ ngx_omniroute_settings_effective(ngx_omniroute_main_conf_t *omcf,
 
     *out = p->settings;
 
+    if (omcf->shm_zone == NULL
+        || ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_SETTINGS))
+    {
+        return;
+    }
+
     key.data = buf;
     key.len = ngx_omniroute_settings_key(buf, "provider:", &p->name);
 

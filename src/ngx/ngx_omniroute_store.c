@@ -161,6 +161,23 @@ ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 }
 
 
+/*
+ * The table has no record: read without the lock (a record created at
+ * this very moment is as good as one created a moment later).  A healthy
+ * system's hot path takes no lock at all.
+ */
+
+ngx_uint_t
+ngx_omniroute_store_empty(ngx_omniroute_store_t *st, ngx_uint_t table)
+{
+    if (st == NULL || st->sh == NULL) {
+        return 1;
+    }
+
+    return *(volatile ngx_uint_t *) &st->sh->records[table] == 0;
+}
+
+
 /* a copy of the record's value; NGX_DECLINED when there is none */
 
 ngx_int_t
@@ -171,7 +188,9 @@ ngx_omniroute_store_read(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_int_t              rc;
     ngx_omniroute_node_t  *sn;
 
-    if (st == NULL || st->sh == NULL || key->len > NGX_OMNIROUTE_KEY_MAX) {
+    if (ngx_omniroute_store_empty(st, table)
+        || key->len > NGX_OMNIROUTE_KEY_MAX)
+    {
         return NGX_DECLINED;
     }
 

@@ -147,6 +147,8 @@ ngx_int_t ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone,
 
 or_msec_t ngx_omniroute_now(void);
 
+ngx_uint_t ngx_omniroute_store_empty(ngx_omniroute_store_t *st,
+    ngx_uint_t table);
 ngx_int_t ngx_omniroute_store_read(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_str_t *key, void *value, size_t size);
 ngx_int_t ngx_omniroute_store_update(ngx_omniroute_store_t *st,
