@@ -245,7 +245,16 @@ void ngx_omniroute_class_conf_init(ngx_omniroute_provider_t *p);
 /* request path (ngx_omniroute_request.c) */
 ngx_int_t ngx_omniroute_handler(ngx_http_request_t *r);
 
+/* walking an ngx_list_t of headers */
+typedef struct {
+    ngx_list_part_t              *part;
+    ngx_uint_t                    i;
+} ngx_omniroute_list_iter_t;
+
+
 /* attempt and response headers (ngx_omniroute_headers.c) */
+void ngx_omniroute_list_start(ngx_omniroute_list_iter_t *it, ngx_list_t *l);
+ngx_table_elt_t *ngx_omniroute_list_next(ngx_omniroute_list_iter_t *it);
 ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
 ngx_int_t ngx_omniroute_attempt_headers(ngx_http_request_t *r,

@@ -49,32 +49,20 @@ static ngx_str_t  ngx_omniroute_session_headers[] = {
 static ngx_table_elt_t *
 ngx_omniroute_session_header(ngx_http_request_t *r)
 {
-    ngx_str_t        *name;
-    ngx_uint_t        i;
-    ngx_list_part_t  *part;
-    ngx_table_elt_t  *h;
+    ngx_str_t                  *name;
+    ngx_table_elt_t            *h;
+    ngx_omniroute_list_iter_t   it;
 
     for (name = ngx_omniroute_session_headers; name->len; name++) {
 
-        part = &r->headers_in.headers.part;
-        h = part->elts;
+        ngx_omniroute_list_start(&it, &r->headers_in.headers);
 
-        for (i = 0; /* void */ ; i++) {
+        while ((h = ngx_omniroute_list_next(&it)) != NULL) {
 
-            if (i >= part->nelts) {
-                if (part->next == NULL) {
-                    break;
-                }
-
-                part = part->next;
-                h = part->elts;
-                i = 0;
-            }
-
-            if (h[i].key.len == name->len && h[i].value.len
-                && ngx_strncmp(h[i].lowcase_key, name->data, name->len) == 0)
+            if (h->key.len == name->len && h->value.len
+                && ngx_strncmp(h->lowcase_key, name->data, name->len) == 0)
             {
-                return &h[i];
+                return h;
             }
         }
     }

@@ -22,6 +22,32 @@ static ngx_uint_t ngx_omniroute_is_private_header(ngx_table_elt_t *h,
     ngx_omniroute_provider_t *p);
 
 
+void
+ngx_omniroute_list_start(ngx_omniroute_list_iter_t *it, ngx_list_t *l)
+{
+    it->part = &l->part;
+    it->i = 0;
+}
+
+
+/* the next element of the list, or NULL */
+
+ngx_table_elt_t *
+ngx_omniroute_list_next(ngx_omniroute_list_iter_t *it)
+{
+    while (it->i >= it->part->nelts) {
+        if (it->part->next == NULL) {
+            return NULL;
+        }
+
+        it->part = it->part->next;
+        it->i = 0;
+    }
+
+    return (ngx_table_elt_t *) it->part->elts + it->i++;
+}
+
+
 /*
  * The provider URL plus what follows the omniroute_pass location prefix,
  * plus the query string: like proxy_pass with a URI part.
@@ -94,10 +120,10 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
     ngx_omniroute_candidate_t *cand)
 {
     ngx_uint_t                 i;
-    ngx_list_part_t           *part;
     ngx_table_elt_t           *h, *nh;
     ngx_omniroute_header_t    *ph;
     ngx_omniroute_provider_t  *p;
+    ngx_omniroute_list_iter_t  it;
 
     p = cand->provider;
 
@@ -108,23 +134,12 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
         return NGX_ERROR;
     }
 
-    part = &r->headers_in.headers.part;
-    h = part->elts;
+    ngx_omniroute_list_start(&it, &r->headers_in.headers);
 
-    for (i = 0; /* void */ ; i++) {
+    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
 
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        if (h[i].hash == 0
-            || ngx_omniroute_is_private_header(&h[i], p))
+        if (h->hash == 0
+            || ngx_omniroute_is_private_header(h, p))
         {
             continue;
         }
@@ -134,7 +149,7 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
             return NGX_ERROR;
         }
 
-        *nh = h[i];
+        *nh = *h;
     }
 
     if (p->auth != NGX_OMNIROUTE_AUTH_NONE) {
@@ -297,9 +312,8 @@ ngx_int_t
 ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
     ngx_http_request_t *sr)
 {
-    ngx_uint_t        i;
-    ngx_list_part_t  *part;
-    ngx_table_elt_t  *h, *nh;
+    ngx_table_elt_t            *h, *nh;
+    ngx_omniroute_list_iter_t   it;
 
     r->headers_out.status = sr->headers_out.status;
     r->headers_out.status_line = sr->headers_out.status_line;
@@ -312,22 +326,11 @@ ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
     r->headers_out.last_modified_time = -1;
     r->headers_out.last_modified = NULL;
 
-    part = &sr->headers_out.headers.part;
-    h = part->elts;
+    ngx_omniroute_list_start(&it, &sr->headers_out.headers);
 
-    for (i = 0; /* void */ ; i++) {
+    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
 
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        if (h[i].hash == 0) {
+        if (h->hash == 0) {
             continue;
         }
 
@@ -336,7 +339,7 @@ ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
             return NGX_ERROR;
         }
 
-        *nh = h[i];
+        *nh = *h;
     }
 
     return NGX_OK;

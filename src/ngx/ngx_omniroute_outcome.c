@@ -76,12 +76,12 @@ ngx_omniroute_store_of(ngx_http_request_t *r)
 void
 ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a)
 {
-    ngx_uint_t                  i, n;
+    ngx_uint_t                  n;
     or_header_t                 hdrs[NGX_OMNIROUTE_HEADERS_MAX];
     or_response_t               resp;
     or_class_conf_t             cc;
-    ngx_list_part_t            *part;
     ngx_table_elt_t            *h;
+    ngx_omniroute_list_iter_t   it;
     ngx_omniroute_main_conf_t  *omcf;
 
     ngx_memzero(&resp, sizeof(or_response_t));
@@ -105,29 +105,20 @@ ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a)
     }
 
     n = 0;
-    part = &a->sr->headers_out.headers.part;
-    h = part->elts;
+    ngx_omniroute_list_start(&it, &a->sr->headers_out.headers);
 
-    for (i = 0; n < NGX_OMNIROUTE_HEADERS_MAX; i++) {
+    while (n < NGX_OMNIROUTE_HEADERS_MAX
+           && (h = ngx_omniroute_list_next(&it)) != NULL)
+    {
 
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        if (h[i].hash == 0) {
+        if (h->hash == 0) {
             continue;
         }
 
-        hdrs[n].name = (const char *) h[i].key.data;
-        hdrs[n].name_len = h[i].key.len;
-        hdrs[n].value = (const char *) h[i].value.data;
-        hdrs[n].value_len = h[i].value.len;
+        hdrs[n].name = (const char *) h->key.data;
+        hdrs[n].name_len = h->key.len;
+        hdrs[n].value = (const char *) h->value.data;
+        hdrs[n].value_len = h->value.len;
         n++;
     }
 
@@ -654,12 +645,12 @@ ngx_int_t
 ngx_omniroute_apply_restatement(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a)
 {
-    u_char           *p;
-    ngx_str_t         name, value;
-    ngx_int_t         seconds;
-    ngx_uint_t        i, found;
-    ngx_list_part_t  *part;
-    ngx_table_elt_t  *h;
+    u_char                     *p;
+    ngx_str_t                   name, value;
+    ngx_int_t                   seconds;
+    ngx_uint_t                  found;
+    ngx_table_elt_t            *h;
+    ngx_omniroute_list_iter_t   it;
 
     if (a->verdict.restated_status) {
         r->headers_out.status = a->verdict.restated_status;
@@ -667,28 +658,17 @@ ngx_omniroute_apply_restatement(ngx_http_request_t *r,
     }
 
     found = 0;
-    part = &r->headers_out.headers.part;
-    h = part->elts;
+    ngx_omniroute_list_start(&it, &r->headers_out.headers);
 
-    for (i = 0; /* void */ ; i++) {
+    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
 
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        if (h[i].hash != 0
-            && h[i].key.len == sizeof("Retry-After") - 1
-            && ngx_strncasecmp(h[i].key.data, (u_char *) "Retry-After",
+        if (h->hash != 0
+            && h->key.len == sizeof("Retry-After") - 1
+            && ngx_strncasecmp(h->key.data, (u_char *) "Retry-After",
                                sizeof("Retry-After") - 1) == 0)
         {
             if (a->verdict.retry_after_s >= 0) {
-                h[i].hash = 0;      /* replaced by the restatement's */
+                h->hash = 0;      /* replaced by the restatement's */
 
             } else {
                 found = 1;
