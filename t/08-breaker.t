@@ -12,8 +12,6 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use Test::More;
-use IO::Socket::INET;
-use IO::Select;
 use Time::HiRes qw(sleep time);
 use OmniTest;
 
@@ -124,23 +122,9 @@ is($r->{headers}{'x-omniroute-attempts'}, '1', 'open again after restart');
 sleep(3.2);
 $flaky->set_behavior('delay=800');
 
-my @socks;
-for (1 .. 10) {
-    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$gw") or die;
-    print $s OmniTest::request_text('POST', '/v1/chat/completions',
-                                    '{"model":"chain"}');
-    push @socks, $s;
-}
-
-my @res;
-for my $s (@socks) {
-    my $buf = '';
-    my $sel = IO::Select->new($s);
-    while ($sel->can_read(5)) {
-        last unless sysread($s, $buf, 65536, length $buf);
-    }
-    push @res, OmniTest::parse_response($buf);
-}
+my @socks = map { $t->start_post($gw, '/v1/chat/completions',
+                                  '{"model":"chain"}') } 1 .. 10;
+my @res = map { OmniTest::finish($_, 5) } @socks;
 
 is(scalar(grep { $_->{status} == 200 } @res), 10,
    'all ten concurrent requests are served');
@@ -168,7 +152,8 @@ my @reasons = sort map { $_->{reason} } @{$doc->{diagnostics}{excluded}};
 is_deeply(\@reasons, [('provider_cooldown') x 3],
           'R-CB-3 connection cooldowns, not circuit_open')
     or diag($r->{body});
-unlike($t->error_log, qr/provider "auth"/, 'R-CB-3 the auth breaker never moved');
+unlike($t->error_log, qr/provider "auth"/,
+       'R-CB-3 the auth breaker never moved');
 
 $t->done;
 done_testing;

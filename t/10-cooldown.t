@@ -9,8 +9,6 @@ use warnings;
 
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use IO::Select;
-use IO::Socket::INET;
 use Test::More;
 use Time::HiRes qw(sleep time);
 use OmniTest;
@@ -54,23 +52,9 @@ sub cooldown_left {
 # 500 ms), on both workers
 $m->set_behavior('status=429,delay=500');
 
-my @socks;
-for (1 .. 20) {
-    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$gw") or die;
-    print $s OmniTest::request_text('POST', '/v1/chat/completions',
-                                    '{"model":"p/m"}');
-    push @socks, $s;
-}
-
-my $n429 = 0;
-for my $s (@socks) {
-    my $buf = '';
-    my $sel = IO::Select->new($s);
-    while ($sel->can_read(5)) {
-        last unless sysread($s, $buf, 65536, length $buf);
-    }
-    $n429++ if OmniTest::parse_response($buf)->{status} == 429;
-}
+my @socks = map { $t->start_post($gw, '/v1/chat/completions',
+                                  '{"model":"p/m"}') } 1 .. 20;
+my $n429 = grep { OmniTest::finish($_, 5)->{status} == 429 } @socks;
 
 is($n429, 20, 'the burst: twenty clients got the provider\'s 429');
 is(scalar @{$m->requests}, 20, 'twenty attempts were in flight together');

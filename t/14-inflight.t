@@ -8,8 +8,6 @@ use warnings;
 
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use IO::Select;
-use IO::Socket::INET;
 use Test::More;
 use Time::HiRes qw(sleep);
 use OmniTest;
@@ -58,21 +56,14 @@ my $gw = $t->port('gw');
 
 sub start {
     my ($model) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$gw") or die;
-    print $s OmniTest::request_text('POST', '/v1/chat/completions',
-                                    "{\"model\":\"$model\"}");
-    return $s;
+    return $t->start_post($gw, '/v1/chat/completions', { model => $model });
 }
 
-sub finish {
+sub conn_of {
     my ($s) = @_;
-    my $buf = '';
-    my $sel = IO::Select->new($s);
-    while ($sel->can_read(5)) {
-        last unless sysread($s, $buf, 65536, length $buf);
-    }
-    return OmniTest::parse_response($buf)->{headers}{'x-omniroute-connection'};
+    return OmniTest::finish($s)->{headers}{'x-omniroute-connection'};
 }
+
 
 $m->set_behavior('delay=1200');
 
@@ -82,9 +73,9 @@ sleep(0.3);
 my $s2 = start('lu');
 sleep(0.3);
 my $s3 = start('lu');
-is(finish($s1), 'a', 'R-ROUTE least-used: the first request takes a');
-is(finish($s2), 'b', 'R-ROUTE least-used: the second, while a is busy, b');
-is(finish($s3), 'a', 'R-ROUTE least-used: a tie goes to the first again');
+is(conn_of($s1), 'a', 'R-ROUTE least-used: the first request takes a');
+is(conn_of($s2), 'b', 'R-ROUTE least-used: the second, while a is busy, b');
+is(conn_of($s3), 'a', 'R-ROUTE least-used: a tie goes to the first again');
 
 # headroom: most free concurrency first (d: 3 slots, c: 1 slot)
 $s1 = start('hr');
@@ -92,18 +83,18 @@ sleep(0.3);
 $s2 = start('hr');
 sleep(0.3);
 $s3 = start('hr');
-is(finish($s1), 'd', 'R-ROUTE headroom: d has the most free slots');
-is(finish($s2), 'd', 'R-ROUTE headroom: still d (2 free vs 1)');
-is(finish($s3), 'c', 'R-ROUTE headroom: then c (1 free vs 1, c first)');
+is(conn_of($s1), 'd', 'R-ROUTE headroom: d has the most free slots');
+is(conn_of($s2), 'd', 'R-ROUTE headroom: still d (2 free vs 1)');
+is(conn_of($s3), 'c', 'R-ROUTE headroom: then c (1 free vs 1, c first)');
 
 # the counts went back to zero once the attempts ended
 $m->set_behavior(undef);
 $s1 = start('lu');
-is(finish($s1), 'a', 'in-flight counts are released');
+is(conn_of($s1), 'a', 'in-flight counts are released');
 
 # cost-optimized: the cheaper connection first
 $s1 = start('cheap');
-is(finish($s1), 'f', 'R-ROUTE cost-optimized: cost=0.25 before cost=0.75');
+is(conn_of($s1), 'f', 'R-ROUTE cost-optimized: cost=0.25 before cost=0.75');
 
 $t->done;
 done_testing;

@@ -11,8 +11,6 @@ use warnings;
 
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use IO::Select;
-use IO::Socket::INET;
 use Test::More;
 use Time::HiRes qw(sleep time);
 use OmniTest;
@@ -25,7 +23,8 @@ my $m = $t->mock('p');
 
 $t->write_file("key-$_", "sk-$_\n") for qw(one two);
 
-$t->config(<<'EOF2', main => "env RATE_LIMIT_MAX_QUEUE_DEPTH;\nenv RATE_LIMIT_MAX_WAIT_MS;");
+$t->config(<<'EOF2',
+    main => "env RATE_LIMIT_MAX_QUEUE_DEPTH;\nenv RATE_LIMIT_MAX_WAIT_MS;");
     omniroute_zone zone=omniroute:1m;
 
     omniroute_provider p url=http://127.0.0.1:%%PORT_mock_p%%/v1;
@@ -55,26 +54,14 @@ my $gw = $t->port('gw');
 
 sub start {
     my ($model) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$gw") or die;
-    print $s OmniTest::request_text('POST', '/v1/chat/completions',
-                                    "{\"model\":\"$model\"}");
-    return $s;
+    return $t->start_post($gw, '/v1/chat/completions', { model => $model });
 }
 
-sub finish {
-    my ($s) = @_;
-    my $buf = '';
-    my $sel = IO::Select->new($s);
-    while ($sel->can_read(10)) {
-        last unless sysread($s, $buf, 65536, length $buf);
-    }
-    return OmniTest::parse_response($buf);
-}
 
 # two at once on a max_concurrent=1 connection: the second waits
 $m->set_behavior('delay=600');
 my @s = (start('p/m'), start('p/m'));
-my @r = map { finish($_) } @s;
+my @r = map { OmniTest::finish($_) } @s;
 is_deeply([map { $_->{status} } @r], [200, 200],
           'R-CONC-1 both requests are served');
 my @times = sort { $a <=> $b } map { $_->{time} } @{$m->requests};
@@ -88,7 +75,7 @@ sleep(0.15);
 push @s, start('p/m');
 sleep(0.15);
 push @s, start('p/m');
-@r = map { finish($_) } @s;
+@r = map { OmniTest::finish($_) } @s;
 is($r[2]{status}, 429, 'R-CONC-2 a full queue: 429 at once');
 is(OmniTest::json($r[2])->{error}{code}, 'RATE_LIMIT_QUEUE_FULL',
    'R-CONC-2 code RATE_LIMIT_QUEUE_FULL');
@@ -102,14 +89,14 @@ $m->set_behavior('delay=3000');
 sleep(0.15);
 my $t0 = time;
 push @s, start('p/m');
-my $late = finish($s[1]);
+my $late = OmniTest::finish($s[1]);
 my $waited = time - $t0;
 is($late->{status}, 503, 'R-CONC-2 no slot within the wait budget: 503');
 is(OmniTest::json($late)->{error}{code}, 'SEMAPHORE_TIMEOUT',
    'R-CONC-2 code SEMAPHORE_TIMEOUT');
 ok($waited > 1.8 && $waited < 2.9, 'R-CONC-2 after about 2 s')
     or diag("waited $waited s");
-finish($s[0]);
+OmniTest::finish($s[0]);
 
 # a free fallback connection is used instead of waiting
 $m->set_behavior('delay=600');
@@ -117,7 +104,7 @@ $m->clear;
 @s = (start('spill'));
 sleep(0.15);
 push @s, start('spill');
-@r = map { finish($_) } @s;
+@r = map { OmniTest::finish($_) } @s;
 is_deeply([map { $_->{headers}{'x-omniroute-connection'} } @r],
           ['one', 'two'], 'R-CONC-1 the busy connection is passed over');
 

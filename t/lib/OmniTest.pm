@@ -394,6 +394,30 @@ sub post_stream {
     return $res;
 }
 
+# send a POST without waiting for the answer (for concurrent requests);
+# read it later with finish()
+sub start_post {
+    my ($self, $port, $path, $body, %headers) = @_;
+    $body = encode_json($body) if ref $body;
+    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
+                                  Timeout => 5) or die "connect: $!";
+    $s->autoflush(1);
+    print $s request_text('POST', $path, $body, %headers);
+    return $s;
+}
+
+# the parsed response of a start_post() socket
+sub finish {
+    my ($s, $timeout) = @_;
+    my $buf = '';
+    my $sel = IO::Select->new($s);
+    while ($sel->can_read($timeout || 10)) {
+        last unless sysread($s, $buf, 65536, length $buf);
+    }
+    close $s;
+    return parse_response($buf);
+}
+
 sub json {
     my ($res) = @_;
     my $doc = eval { decode_json($res->{body}) };
