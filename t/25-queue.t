@@ -23,8 +23,9 @@ my $m = $t->mock('p');
 
 $t->write_file("key-$_", "sk-$_\n") for qw(one two);
 
-$t->config(<<'EOF2',
-    main => "env RATE_LIMIT_MAX_QUEUE_DEPTH;\nenv RATE_LIMIT_MAX_WAIT_MS;");
+my $main = "env RATE_LIMIT_MAX_QUEUE_DEPTH;\nenv RATE_LIMIT_MAX_WAIT_MS;";
+
+$t->config(<<'EOF2', main => $main);
     omniroute_zone zone=omniroute:1m;
 
     omniroute_provider p url=http://127.0.0.1:%%PORT_mock_p%%/v1;
