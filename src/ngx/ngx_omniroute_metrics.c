@@ -37,6 +37,14 @@ typedef struct {
 } ngx_omniroute_metrics_visit_t;
 
 
+/* a provider's breaker as the scrape saw it */
+typedef struct {
+    or_msec_t                       retry;
+    ngx_uint_t                      state;
+    uint32_t                        failures;
+} ngx_omniroute_metrics_breaker_t;
+
+
 static void ngx_omniroute_metrics_printf(ngx_omniroute_metrics_buf_t *mb,
     const char *fmt, ...);
 static void ngx_omniroute_metrics_head(ngx_omniroute_metrics_buf_t *mb,
@@ -74,7 +82,7 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
 {
     size_t                          used, total;
     u_char                         *name;
-    ngx_uint_t                      i, j, state, n[3];
+    ngx_uint_t                      i, j, n[3];
     ngx_uint_t                      records[NGX_OMNIROUTE_T_COUNT];
     ngx_uint_t                      evictions, failures;
     or_msec_t                       retry;
@@ -90,6 +98,7 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
     ngx_omniroute_connection_t     *c;
     ngx_omniroute_metrics_buf_t     mb;
     ngx_omniroute_metrics_visit_t   mv;
+    ngx_omniroute_metrics_breaker_t *bv;
 
     mb.pool = call->r->pool;
     mb.start = ngx_pnalloc(mb.pool, 16384);
@@ -167,11 +176,13 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                              name, stats->restatements[i].count);
     }
 
-    /* provider breakers */
+    /* provider breakers: each read once, normalized at scrape time */
 
-    ngx_omniroute_metrics_head(&mb, "omniroute_breaker_state", "gauge",
-                               "Circuit breaker state of a provider: 1 for "
-                               "the current state, 0 for the others.");
+    bv = ngx_palloc(mb.pool, (call->omcf->providers.nelts + 1)
+                             * sizeof(ngx_omniroute_metrics_breaker_t));
+    if (bv == NULL) {
+        return NGX_ERROR;
+    }
 
     for (i = 0; i < call->omcf->providers.nelts; i++) {
         ngx_omniroute_settings_effective(call->omcf, &p[i], &s);
@@ -183,14 +194,23 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
             ngx_memzero(&cb, sizeof(or_breaker_t));
         }
 
-        state = or_breaker_state(&s.breaker, &cb, call->now);
+        bv[i].retry = or_breaker_retry_after(&s.breaker, &cb, call->now);
+        or_breaker_normalize(&s.breaker, &cb, call->now);
+        bv[i].state = cb.state;
+        bv[i].failures = cb.failures;
+    }
 
+    ngx_omniroute_metrics_head(&mb, "omniroute_breaker_state", "gauge",
+                               "Circuit breaker state of a provider: 1 for "
+                               "the current state, 0 for the others.");
+
+    for (i = 0; i < call->omcf->providers.nelts; i++) {
         for (j = OR_CB_CLOSED; j <= OR_CB_HALF_OPEN; j++) {
             ngx_omniroute_metrics_printf(&mb,
                           "omniroute_breaker_state{provider=\"%V\","
                           "state=\"%s\"} %ui\n", &p[i].name,
                           or_breaker_state_name((or_cb_state_e) j),
-                          (ngx_uint_t) (j == state));
+                          (ngx_uint_t) (j == bv[i].state));
         }
     }
 
@@ -199,20 +219,9 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                                "currently counts.");
 
     for (i = 0; i < call->omcf->providers.nelts; i++) {
-        ngx_omniroute_settings_effective(call->omcf, &p[i], &s);
-
-        if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_BREAKER, &p[i].name,
-                                     &cb, sizeof(or_breaker_t))
-            != NGX_OK)
-        {
-            ngx_memzero(&cb, sizeof(or_breaker_t));
-        }
-
-        or_breaker_normalize(&s.breaker, &cb, call->now);
-
         ngx_omniroute_metrics_printf(&mb,
                           "omniroute_breaker_failures{provider=\"%V\"} %uD\n",
-                          &p[i].name, cb.failures);
+                          &p[i].name, bv[i].failures);
     }
 
     ngx_omniroute_metrics_head(&mb, "omniroute_breaker_retry_after_seconds",
@@ -221,16 +230,7 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                                "again (0: it may now).");
 
     for (i = 0; i < call->omcf->providers.nelts; i++) {
-        ngx_omniroute_settings_effective(call->omcf, &p[i], &s);
-
-        if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_BREAKER, &p[i].name,
-                                     &cb, sizeof(or_breaker_t))
-            != NGX_OK)
-        {
-            ngx_memzero(&cb, sizeof(or_breaker_t));
-        }
-
-        retry = or_breaker_retry_after(&s.breaker, &cb, call->now);
+        retry = bv[i].retry;
 
         ngx_omniroute_metrics_printf(&mb,
                           "omniroute_breaker_retry_after_seconds"
