@@ -48,6 +48,8 @@ static char *ngx_omniroute_api(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_omniroute_api_token(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static ngx_chain_t *ngx_omniroute_api_chain(ngx_http_request_t *r,
+    u_char *text, size_t len);
 static ngx_int_t ngx_omniroute_api_hash(u_char *data, size_t len,
     u_char *md);
 
@@ -660,7 +662,6 @@ ngx_omniroute_api_run(ngx_http_request_t *r,
     char                       *text;
     size_t                      len;
     ngx_int_t                   rc;
-    ngx_buf_t                  *b;
     json_error_t                err;
     ngx_chain_t                *out;
     ngx_omniroute_api_call_t   *call;
@@ -742,21 +743,10 @@ ngx_omniroute_api_run(ngx_http_request_t *r,
 
     text[len++] = '\n';
 
-    b = ngx_calloc_buf(r->pool);
-    out = ngx_alloc_chain_link(r->pool);
-
-    if (b == NULL || out == NULL) {
+    out = ngx_omniroute_api_chain(r, (u_char *) text, len);
+    if (out == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-
-    b->pos = (u_char *) text;
-    b->last = (u_char *) text + len;
-    b->memory = 1;
-    b->last_buf = 1;
-    b->last_in_chain = 1;
-
-    out->buf = b;
-    out->next = NULL;
 
     return ngx_omniroute_api_send(r, call->status,
                                   &ngx_omniroute_api_json_type, out);
@@ -789,7 +779,6 @@ ngx_omniroute_api_error(ngx_http_request_t *r, ngx_uint_t status,
     char         *text;
     size_t        len;
     json_t       *doc;
-    ngx_buf_t    *b;
     ngx_str_t     v;
     ngx_chain_t  *out;
 
@@ -822,21 +811,10 @@ ngx_omniroute_api_error(ngx_http_request_t *r, ngx_uint_t status,
         }
     }
 
-    b = ngx_calloc_buf(r->pool);
-    out = ngx_alloc_chain_link(r->pool);
-
-    if (b == NULL || out == NULL) {
+    out = ngx_omniroute_api_chain(r, (u_char *) text, len);
+    if (out == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-
-    b->pos = (u_char *) text;
-    b->last = (u_char *) text + len;
-    b->memory = 1;
-    b->last_buf = 1;
-    b->last_in_chain = 1;
-
-    out->buf = b;
-    out->next = NULL;
 
     return ngx_omniroute_api_send(r, status, &ngx_omniroute_api_json_type,
                                   out);
@@ -1155,4 +1133,32 @@ ngx_omniroute_api_text(ngx_omniroute_api_call_t *call, u_char *data,
     call->content_type.len = ngx_strlen(type);
 
     return NGX_OK;
+}
+
+
+/* text as the response body: one last buffer */
+
+static ngx_chain_t *
+ngx_omniroute_api_chain(ngx_http_request_t *r, u_char *text, size_t len)
+{
+    ngx_buf_t    *b;
+    ngx_chain_t  *out;
+
+    b = ngx_calloc_buf(r->pool);
+    out = ngx_alloc_chain_link(r->pool);
+
+    if (b == NULL || out == NULL) {
+        return NULL;
+    }
+
+    b->pos = text;
+    b->last = text + len;
+    b->memory = 1;
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+
+    out->buf = b;
+    out->next = NULL;
+
+    return out;
 }
