@@ -21,8 +21,8 @@ TEST_PKGS  := redis-server wrk clang libclang-rt-14-dev prometheus chromium
 
 CORE_SRCS  := $(wildcard src/core/*.c)
 CORE_HDRS  := $(wildcard src/core/*.h)
-NGX_SRCS   := ngx_omniroute_module.c $(wildcard src/ngx/*.c)
-NGX_HDRS   := $(wildcard src/ngx/*.h)
+NGX_SRCS   := ngx_omniroute_module.c $(wildcard src/ngx/*.c src/ngx/*/*.c)
+NGX_HDRS   := $(wildcard src/ngx/*.h src/ngx/*/*.h)
 UNIT_SRCS  := $(wildcard t/unit/test_*.c)
 UNIT_BINS  := $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 ASAN_BINS  := $(patsubst t/unit/%.c,$(BUILD)/unit-asan/%,$(UNIT_SRCS))
