@@ -11,7 +11,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute.h"
+#include "ngx_omniroute_request.h"
 
 
 static ngx_int_t ngx_omniroute_preconfiguration(ngx_conf_t *cf);

@@ -77,6 +77,9 @@ ngx_int_t ngx_omniroute_api_arg(ngx_omniroute_api_call_t *call,
 ngx_int_t ngx_omniroute_api_text(ngx_omniroute_api_call_t *call,
     u_char *data, size_t len, const char *type);
 
+ngx_int_t ngx_omniroute_api_add_header(ngx_http_request_t *r,
+    const char *name, ngx_str_t *value);
+
 /* state endpoints (ngx_omniroute_api_state.c) */
 ngx_int_t ngx_omniroute_api_health(ngx_omniroute_api_call_t *call);
 ngx_int_t ngx_omniroute_api_breaker_reset(ngx_omniroute_api_call_t *call);

@@ -67,8 +67,6 @@ static ngx_int_t ngx_omniroute_api_error(ngx_http_request_t *r,
     ngx_uint_t status, const char *code, const char *message);
 static ngx_int_t ngx_omniroute_api_send(ngx_http_request_t *r,
     ngx_uint_t status, ngx_str_t *type, ngx_chain_t *out);
-static ngx_int_t ngx_omniroute_api_add_header(ngx_http_request_t *r,
-    const char *name, ngx_str_t *value);
 static const char *ngx_omniroute_api_error_type(ngx_uint_t status);
 static void ngx_omniroute_api_redact(ngx_omniroute_main_conf_t *omcf,
     u_char *p, size_t len);
@@ -659,9 +657,9 @@ static ngx_int_t
 ngx_omniroute_api_run(ngx_http_request_t *r,
     ngx_omniroute_api_handler_pt handler, ngx_str_t *body)
 {
-    char                       *text;
-    size_t                      len;
+    json_t                     *doc;
     ngx_int_t                   rc;
+    ngx_str_t                   text;
     json_error_t                err;
     ngx_chain_t                *out;
     ngx_omniroute_api_call_t   *call;
@@ -725,25 +723,16 @@ ngx_omniroute_api_run(ngx_http_request_t *r,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    len = json_dumpb(call->out, NULL, 0, JSON_COMPACT);
+    doc = call->out;
+    call->out = NULL;
 
-    text = (len > 0) ? ngx_pnalloc(r->pool, len + 1) : NULL;
-
-    if (text == NULL
-        || json_dumpb(call->out, text, len, JSON_COMPACT) != len)
-    {
-        json_decref(call->out);
+    if (ngx_omniroute_json_text(r->pool, doc, &text) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    json_decref(call->out);
-    call->out = NULL;
+    ngx_omniroute_api_redact(call->omcf, text.data, text.len);
 
-    ngx_omniroute_api_redact(call->omcf, (u_char *) text, len);
-
-    text[len++] = '\n';
-
-    out = ngx_omniroute_api_chain(r, (u_char *) text, len);
+    out = ngx_omniroute_api_chain(r, text.data, text.len);
     if (out == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -776,30 +765,16 @@ static ngx_int_t
 ngx_omniroute_api_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *code, const char *message)
 {
-    char         *text;
-    size_t        len;
     json_t       *doc;
-    ngx_str_t     v;
+    ngx_str_t     v, text;
     ngx_chain_t  *out;
 
     doc = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", message,
                     "type", ngx_omniroute_api_error_type(status),
                     "code", code);
-    if (doc == NULL) {
+    if (ngx_omniroute_json_text(r->pool, doc, &text) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-
-    len = json_dumpb(doc, NULL, 0, JSON_COMPACT);
-    text = (len > 0) ? ngx_pnalloc(r->pool, len + 1) : NULL;
-
-    if (text == NULL || json_dumpb(doc, text, len, JSON_COMPACT) != len) {
-        json_decref(doc);
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    json_decref(doc);
-
-    text[len++] = '\n';
 
     if (status == NGX_HTTP_UNAUTHORIZED) {
         ngx_str_set(&v, "Bearer realm=\"omniroute\"");
@@ -811,7 +786,7 @@ ngx_omniroute_api_error(ngx_http_request_t *r, ngx_uint_t status,
         }
     }
 
-    out = ngx_omniroute_api_chain(r, (u_char *) text, len);
+    out = ngx_omniroute_api_chain(r, text.data, text.len);
     if (out == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -866,24 +841,18 @@ ngx_omniroute_api_send(ngx_http_request_t *r, ngx_uint_t status,
 }
 
 
-static ngx_int_t
+/* a response header with a static name */
+
+ngx_int_t
 ngx_omniroute_api_add_header(ngx_http_request_t *r, const char *name,
     ngx_str_t *value)
 {
-    ngx_table_elt_t  *h;
+    ngx_str_t  key;
 
-    h = ngx_list_push(&r->headers_out.headers);
-    if (h == NULL) {
-        return NGX_ERROR;
-    }
+    key.data = (u_char *) name;
+    key.len = ngx_strlen(name);
 
-    h->hash = 1;
-    h->key.data = (u_char *) name;
-    h->key.len = ngx_strlen(name);
-    h->value = *value;
-    h->lowcase_key = NULL;
-
-    return NGX_OK;
+    return ngx_omniroute_add_header(r, &key, value);
 }
 
 

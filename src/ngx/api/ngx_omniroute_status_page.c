@@ -23,8 +23,6 @@
 #include "ngx_omniroute_api.h"
 
 
-static ngx_int_t ngx_omniroute_status_header(ngx_http_request_t *r,
-    const char *name, const char *value);
 
 
 static u_char  ngx_omniroute_status_html[] =
@@ -245,21 +243,28 @@ static u_char  ngx_omniroute_status_html[] =
     ;
 
 
+static ngx_str_t  ngx_omniroute_status_csp = ngx_string(
+    "default-src 'none'; "
+    "script-src 'unsafe-inline'; "
+    "style-src 'unsafe-inline'; "
+    "connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'");
+static ngx_str_t  ngx_omniroute_status_deny = ngx_string("DENY");
+static ngx_str_t  ngx_omniroute_status_referrer = ngx_string("no-referrer");
+
+
 ngx_int_t
 ngx_omniroute_api_status_page(ngx_omniroute_api_call_t *call)
 {
-    if (ngx_omniroute_status_header(call->r, "Content-Security-Policy",
-                                    "default-src 'none'; "
-                                    "script-src 'unsafe-inline'; "
-                                    "style-src 'unsafe-inline'; "
-                                    "connect-src 'self'; "
-                                    "base-uri 'none'; form-action 'none'; "
-                                    "frame-ancestors 'none'")
+    if (ngx_omniroute_api_add_header(call->r, "Content-Security-Policy",
+                                     &ngx_omniroute_status_csp)
         != NGX_OK
-        || ngx_omniroute_status_header(call->r, "X-Frame-Options", "DENY")
+        || ngx_omniroute_api_add_header(call->r, "X-Frame-Options",
+                                        &ngx_omniroute_status_deny)
            != NGX_OK
-        || ngx_omniroute_status_header(call->r, "Referrer-Policy",
-                                       "no-referrer")
+        || ngx_omniroute_api_add_header(call->r, "Referrer-Policy",
+                                        &ngx_omniroute_status_referrer)
            != NGX_OK)
     {
         return NGX_ERROR;
@@ -270,26 +275,4 @@ ngx_omniroute_api_status_page(ngx_omniroute_api_call_t *call)
     return ngx_omniroute_api_text(call, ngx_omniroute_status_html,
                                   sizeof(ngx_omniroute_status_html) - 1,
                                   "text/html; charset=utf-8");
-}
-
-
-static ngx_int_t
-ngx_omniroute_status_header(ngx_http_request_t *r, const char *name,
-    const char *value)
-{
-    ngx_table_elt_t  *h;
-
-    h = ngx_list_push(&r->headers_out.headers);
-    if (h == NULL) {
-        return NGX_ERROR;
-    }
-
-    h->hash = 1;
-    h->key.data = (u_char *) name;
-    h->key.len = ngx_strlen(name);
-    h->value.data = (u_char *) value;
-    h->value.len = ngx_strlen(value);
-    h->lowcase_key = NULL;
-
-    return NGX_OK;
 }

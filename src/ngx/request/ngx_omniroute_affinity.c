@@ -17,7 +17,7 @@
 
 #include <openssl/sha.h>
 
-#include "ngx_omniroute.h"
+#include "ngx_omniroute_request.h"
 #include "or_pin.h"
 
 

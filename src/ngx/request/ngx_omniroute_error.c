@@ -13,7 +13,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute.h"
+#include "ngx_omniroute_request.h"
 
 
 typedef struct {
@@ -21,15 +21,6 @@ typedef struct {
     const char                   *code;
     const char                   *message;
 } ngx_omniroute_error_page_t;
-
-
-static ngx_buf_t *ngx_omniroute_json_buf(ngx_http_request_t *r,
-    json_t *doc);
-static void ngx_omniroute_set_json_headers(ngx_http_request_t *r,
-    ngx_uint_t status, off_t len);
-
-
-static ngx_str_t  ngx_omniroute_json_type = ngx_string("application/json");
 
 
 static ngx_omniroute_error_page_t  ngx_omniroute_error_pages[] = {
@@ -65,36 +56,6 @@ ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
 }
 
 
-/* a JSON document as the response (the reference to doc is taken) */
-
-ngx_int_t
-ngx_omniroute_send_json(ngx_http_request_t *r, ngx_uint_t status,
-    json_t *doc)
-{
-    ngx_int_t     rc;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
-
-    b = ngx_omniroute_json_buf(r, doc);
-    if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    ngx_omniroute_set_json_headers(r, status, b->last - b->pos);
-
-    rc = ngx_http_send_header(r);
-
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_output_filter(r, &out);
-}
-
-
 /*
  * Called by the header filter for a main request whose response is one of
  * nginx's error pages (r->err_status is set) in an omniroute_pass
@@ -106,6 +67,7 @@ ngx_int_t
 ngx_omniroute_json_error_page(ngx_http_request_t *r)
 {
     json_t                      *doc;
+    ngx_str_t                    text;
     const char                  *type;
     ngx_omniroute_ctx_t         *ctx;
     ngx_omniroute_error_page_t  *ep;
@@ -136,7 +98,11 @@ ngx_omniroute_json_error_page(ngx_http_request_t *r)
         return NGX_ERROR;
     }
 
-    ctx->error_page = ngx_omniroute_json_buf(r, doc);
+    if (ngx_omniroute_json_text(r->pool, doc, &text) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ctx->error_page = ngx_omniroute_text_buf(r, text.data, text.len);
     if (ctx->error_page == NULL) {
         return NGX_ERROR;
     }
@@ -146,60 +112,4 @@ ngx_omniroute_json_error_page(ngx_http_request_t *r)
                                    - ctx->error_page->pos);
 
     return NGX_OK;
-}
-
-
-/* the serialized document in a last buffer; the reference is taken */
-
-static ngx_buf_t *
-ngx_omniroute_json_buf(ngx_http_request_t *r, json_t *doc)
-{
-    char       *text;
-    size_t      len;
-    ngx_buf_t  *b;
-
-    len = json_dumpb(doc, NULL, 0, JSON_COMPACT);
-
-    text = (len > 0) ? ngx_pnalloc(r->pool, len + 1) : NULL;
-
-    if (text == NULL || json_dumpb(doc, text, len, JSON_COMPACT) != len) {
-        json_decref(doc);
-        return NULL;
-    }
-
-    json_decref(doc);
-
-    text[len++] = '\n';
-
-    b = ngx_calloc_buf(r->pool);
-    if (b == NULL) {
-        return NULL;
-    }
-
-    b->pos = (u_char *) text;
-    b->last = (u_char *) text + len;
-    b->memory = 1;
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
-
-    return b;
-}
-
-
-static void
-ngx_omniroute_set_json_headers(ngx_http_request_t *r, ngx_uint_t status,
-    off_t len)
-{
-    r->headers_out.status = status;
-    r->headers_out.status_line.len = 0;
-    r->headers_out.content_type = ngx_omniroute_json_type;
-    r->headers_out.content_type_len = ngx_omniroute_json_type.len;
-    r->headers_out.content_type_lowcase = NULL;
-    r->headers_out.charset.len = 0;
-    r->headers_out.content_length_n = len;
-
-    if (r->headers_out.content_length) {
-        r->headers_out.content_length->hash = 0;
-        r->headers_out.content_length = NULL;
-    }
 }

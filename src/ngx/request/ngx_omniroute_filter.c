@@ -14,7 +14,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute.h"
+#include "ngx_omniroute_request.h"
 #include "or_sse.h"
 
 

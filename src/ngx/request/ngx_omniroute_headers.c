@@ -15,37 +15,11 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute.h"
+#include "ngx_omniroute_request.h"
 
 
 static ngx_uint_t ngx_omniroute_is_private_header(ngx_table_elt_t *h,
     ngx_omniroute_provider_t *p);
-
-
-void
-ngx_omniroute_list_start(ngx_omniroute_list_iter_t *it, ngx_list_t *l)
-{
-    it->part = &l->part;
-    it->i = 0;
-}
-
-
-/* the next element of the list, or NULL */
-
-ngx_table_elt_t *
-ngx_omniroute_list_next(ngx_omniroute_list_iter_t *it)
-{
-    while (it->i >= it->part->nelts) {
-        if (it->part->next == NULL) {
-            return NULL;
-        }
-
-        it->part = it->part->next;
-        it->i = 0;
-    }
-
-    return (ngx_table_elt_t *) it->part->elts + it->i++;
-}
 
 
 /*
@@ -280,26 +254,6 @@ ngx_omniroute_add_route_headers(ngx_http_request_t *r,
     ngx_str_set(&name, "X-OmniRoute-Attempts");
 
     return ngx_omniroute_add_header(r, &name, &value);
-}
-
-
-ngx_int_t
-ngx_omniroute_add_header(ngx_http_request_t *r, ngx_str_t *name,
-    ngx_str_t *value)
-{
-    ngx_table_elt_t  *h;
-
-    h = ngx_list_push(&r->headers_out.headers);
-    if (h == NULL) {
-        return NGX_ERROR;
-    }
-
-    h->hash = 1;
-    h->key = *name;
-    h->value = *value;
-    h->lowcase_key = NULL;
-
-    return NGX_OK;
 }
 
 

@@ -13,7 +13,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute.h"
+#include "ngx_omniroute_request.h"
 
 
 #define NGX_OMNIROUTE_LOCKOUT_KEY_MAX  NGX_OMNIROUTE_KEY_MAX

@@ -13,7 +13,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute.h"
+#include "ngx_omniroute_request.h"
 
 
 #define NGX_OMNIROUTE_SLOT_FULL     ((ngx_atomic_t *) -1)
@@ -161,80 +161,6 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
-}
-
-
-/*
- * The request body as one contiguous string (memory and temp file parts);
- * NGX_DECLINED when it is longer than max (0: no limit).  A body in one
- * memory buffer is not copied.
- */
-
-ngx_int_t
-ngx_omniroute_body_text(ngx_http_request_t *r, off_t max, ngx_str_t *body)
-{
-    u_char       *p;
-    off_t         len;
-    ssize_t       n;
-    ngx_buf_t    *b;
-    ngx_chain_t  *cl;
-
-    ngx_str_null(body);
-
-    if (r->request_body == NULL || r->request_body->bufs == NULL) {
-        return NGX_OK;
-    }
-
-    len = 0;
-
-    for (cl = r->request_body->bufs; cl; cl = cl->next) {
-        b = cl->buf;
-        len += b->in_file ? b->file_last - b->file_pos : b->last - b->pos;
-    }
-
-    if (max && len > max) {
-        return NGX_DECLINED;
-    }
-
-    if (len == 0) {
-        return NGX_OK;
-    }
-
-    cl = r->request_body->bufs;
-
-    if (cl->next == NULL && !cl->buf->in_file) {
-        body->data = cl->buf->pos;
-        body->len = (size_t) len;
-        return NGX_OK;
-    }
-
-    p = ngx_pnalloc(r->pool, (size_t) len);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    body->data = p;
-
-    for ( /* void */ ; cl; cl = cl->next) {
-        b = cl->buf;
-
-        if (!b->in_file) {
-            p = ngx_cpymem(p, b->pos, b->last - b->pos);
-            continue;
-        }
-
-        n = ngx_read_file(b->file, p, (size_t) (b->file_last - b->file_pos),
-                          b->file_pos);
-        if (n != (ssize_t) (b->file_last - b->file_pos)) {
-            return NGX_ERROR;
-        }
-
-        p += n;
-    }
-
-    body->len = p - body->data;
-
-    return NGX_OK;
 }
 
 

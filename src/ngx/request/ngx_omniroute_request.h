@@ -1,0 +1,180 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * The gateway module's request path: the request context, its candidates
+ * and attempts, and the functions of request/ that pass them on.  Only
+ * files of src/ngx/request include this header.
+ */
+
+
+#ifndef _NGX_OMNIROUTE_REQUEST_H_INCLUDED_
+#define _NGX_OMNIROUTE_REQUEST_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <jansson.h>
+
+#include "ngx_omniroute.h"
+
+
+/* one candidate: a connection serving one target */
+typedef struct {
+    ngx_omniroute_connection_t   *conn;
+    ngx_omniroute_provider_t     *provider;
+    ngx_omniroute_target_t       *target;
+    ngx_uint_t                    order;        /* position in config order */
+    unsigned                      has_breaker:1;    /* records seen by */
+    unsigned                      has_conn:1;       /* planning: only */
+    unsigned                      has_lockout:1;    /* these are touched */
+    unsigned                      has_rejected:1;   /* on success */
+} ngx_omniroute_candidate_t;
+
+
+/* the settings in force for a provider, computed once per request */
+typedef struct {
+    ngx_omniroute_provider_t     *provider;
+    ngx_omniroute_settings_t      settings;
+} ngx_omniroute_provider_settings_t;
+
+
+#define NGX_OMNIROUTE_SETTINGS_CACHE  4
+
+
+/* a candidate left out by planning, for the 503 diagnostics */
+typedef struct {
+    ngx_omniroute_candidate_t    *cand;
+    const char                   *reason;       /* circuit_open, ... */
+    or_msec_t                     retry_after;  /* ms; -1: no timer */
+} ngx_omniroute_excluded_t;
+
+
+typedef enum {
+    NGX_OMNIROUTE_ATTEMPT_RUNNING = 0,
+    NGX_OMNIROUTE_ATTEMPT_COMMITTED,    /* response streamed to the client */
+    NGX_OMNIROUTE_ATTEMPT_HELD,         /* error response held, body read */
+    NGX_OMNIROUTE_ATTEMPT_PROBING,      /* 200 stream held until its first
+                                           event */
+    NGX_OMNIROUTE_ATTEMPT_TRANSPORT     /* no response: connect/timeout */
+} ngx_omniroute_attempt_state_e;
+
+
+typedef struct {
+    ngx_http_request_t           *sr;
+    ngx_omniroute_candidate_t    *cand;
+    ngx_omniroute_attempt_state_e state;
+    or_msec_t                     start;
+    or_verdict_t                  verdict;
+    or_transport_e                transport;
+    ngx_uint_t                    status;       /* provider status or 502/504 */
+    ngx_buf_t                    *body;         /* held error body */
+    ngx_str_t                     event;        /* error event in a 200
+                                                   stream, classified */
+    ngx_uint_t                    truncated;    /* held body hit the bound */
+    ngx_uint_t                    header_seen;
+    ngx_uint_t                    done;
+    ngx_atomic_t                 *inflight;     /* counted while running */
+} ngx_omniroute_attempt_t;
+
+
+typedef struct {
+    ngx_omniroute_loc_conf_t     *lcf;
+    ngx_str_t                     body;         /* client body, contiguous */
+    ngx_str_t                     model;        /* model the client named */
+    json_t                       *json;         /* parsed client body */
+    ngx_str_t                     sent_model;   /* model in sent_body */
+    ngx_str_t                     sent_body;    /* body with upstream model */
+    ngx_omniroute_model_t        *entry;        /* alias or combo, or NULL */
+    ngx_array_t                   candidates;   /* ngx_omniroute_candidate_t */
+    ngx_array_t                   excluded;     /* ngx_omniroute_excluded_t */
+    ngx_uint_t                    next;         /* next candidate to try */
+    ngx_array_t                   attempts;     /* ngx_omniroute_attempt_t */
+    ngx_omniroute_attempt_t      *current;
+    ngx_omniroute_attempt_t      *last_held;    /* latest held error */
+    ngx_str_t                     upstream_url; /* of the current attempt */
+    ngx_http_post_subrequest_t    ps;
+    ngx_buf_t                    *error_page;   /* JSON for an nginx page */
+    ngx_omniroute_provider_settings_t
+                                  settings[NGX_OMNIROUTE_SETTINGS_CACHE];
+    ngx_uint_t                    nsettings;
+    ngx_str_t                     pin_key;      /* model|session hash */
+    ngx_event_t                   wait;         /* queued for a slot */
+    or_msec_t                     wait_until;
+    ngx_uint_t                    queued;       /* counted in sh->queued */
+    ngx_uint_t                    plan_excluded;    /* after planning */
+    ngx_uint_t                    saw_full;     /* a candidate was at its
+                                                   max_concurrent */
+    const char                   *error_code;   /* client error to answer */
+    const char                   *error_message;
+} ngx_omniroute_ctx_t;
+
+
+/* attempt and response headers (ngx_omniroute_headers.c) */
+ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
+ngx_int_t ngx_omniroute_attempt_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
+ngx_int_t ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr);
+ngx_int_t ngx_omniroute_add_route_headers(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+
+/* the attempt loop (ngx_omniroute_request.c) */
+ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a);
+ngx_uint_t ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx);
+ngx_omniroute_settings_t *ngx_omniroute_settings_of(ngx_http_request_t *r,
+    ngx_omniroute_provider_t *p);
+
+/* JSON errors (ngx_omniroute_error.c) */
+ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
+ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *code, const char *message);
+
+/* planning (ngx_omniroute_plan.c) */
+ngx_int_t ngx_omniroute_plan_eligible(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_admit(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand,
+    const char **reason);
+ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_candidate_t *cand, const char *reason,
+    or_msec_t retry_after);
+ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+
+/* session affinity (ngx_omniroute_affinity.c) */
+ngx_int_t ngx_omniroute_affinity_key(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_affinity_apply(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_affinity_record(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+
+/* outcomes (ngx_omniroute_outcome.c) */
+void ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a);
+void ngx_omniroute_record_failure(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+void ngx_omniroute_record_success(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+void ngx_omniroute_count(ngx_http_request_t *r, ngx_uint_t outcome);
+void ngx_omniroute_count_fallback(ngx_http_request_t *r, or_reason_e reason);
+ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+size_t ngx_omniroute_candidate_lockout_key(u_char *buf,
+    ngx_omniroute_candidate_t *cand, or_scope_e scope);
+
+/* attempt filters (ngx_omniroute_filter.c) */
+ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);
+ngx_omniroute_attempt_t *ngx_omniroute_attempt_of(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t **pctx);
+
+/* variables (ngx_omniroute_variables.c) */
+ngx_int_t ngx_omniroute_add_variables(ngx_conf_t *cf);
+
+
+
+#endif /* _NGX_OMNIROUTE_REQUEST_H_INCLUDED_ */
