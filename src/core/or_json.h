@@ -61,7 +61,9 @@ typedef struct {
     or_json_value_t  stream;    /* top-level "stream" (the last one) */
     size_t           error_at;  /* SYNTAX/TOO_DEEP/DUP_MODEL: offset of
                                    the problem, else 0 */
-    const char      *error;     /* a short static English description;
+    const char      *error;     /* a short static English description
+                                   ("unexpected character", "invalid
+                                   escape", "invalid UTF-8", ...);
                                    NULL for OK and NOT_OBJECT */
 } or_json_scan_t;
 
@@ -89,8 +91,8 @@ or_json_rc_e or_json_scan(const char *buf, size_t len, or_json_scan_t *out);
 
 /*
  * Decodes a string value span (quotes included, as or_json_scan reports
- * it) to UTF-8 into out, which must hold (span_len - 2) bytes; any span
- * of at least 2 bytes fits into span_len bytes.  \u0000 decodes to a NUL
+ * it) to UTF-8 into out, which must hold span_len (end - start) bytes;
+ * at most span_len - 2 are written.  \u0000 decodes to a NUL
  * byte; a lone surrogate escape (\uD800 not followed by a \uDC00-\uDFFF
  * escape, or a lone \uDC00-\uDFFF) decodes to U+FFFD.  Raw bytes are
  * copied as they are (their UTF-8 is not re-checked).  Returns the
