@@ -548,6 +548,45 @@ or_breaker_reset(or_breaker_t *cb)
 
 
 int
+or_breaker_settled(const or_breaker_conf_t *conf, const or_breaker_t *cb,
+    or_msec_t now)
+{
+    or_breaker_t  copy;
+
+    copy = *cb;
+
+    if (conf != NULL) {
+        or_breaker_normalize(conf, &copy, now);
+    }
+
+    return copy.state == OR_CB_CLOSED
+           && copy.failures == 0
+           && copy.open_cycles == 0
+           && copy.ring_len == 0
+           && copy.gate_until <= now;
+}
+
+
+int
+or_breaker_idle(const or_breaker_conf_t *conf, const or_breaker_t *cb,
+    or_msec_t now)
+{
+    or_breaker_t  copy;
+
+    copy = *cb;
+
+    if (conf != NULL) {
+        or_breaker_normalize(conf, &copy, now);
+    }
+
+    /* the normalized copy: a quiet close bumps the epoch as well */
+    return or_breaker_settled(NULL, &copy, now)
+           && copy.epoch == 0
+           && copy.gate_epoch == 0;
+}
+
+
+int
 or_breaker_merge(or_breaker_t *dst, const or_breaker_t *src)
 {
     int           i, j, n;

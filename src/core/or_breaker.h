@@ -53,6 +53,29 @@
  *   the success streak are not monotone, so a merge with a stale copy keeps
  *   the larger failure count (conservative: it can only trip sooner).
  *
+ * Idle records (a store that returns to empty): both predicates look at
+ * the state as the next read sees it (a copy normalized at now; conf NULL:
+ * the stored state as is) and never change the record.
+ *   or_breaker_settled(): 1 when the record decides nothing an absent
+ *     (all zero) record would not: state CLOSED, failures 0, open_cycles 0
+ *     (the next OPEN hold starts at the reset timeout), no failure time in
+ *     the window-gate ring, gate_until <= now (checked even while the gate
+ *     is off: the setting can be turned on at run time).  In CLOSED,
+ *     opened_at, open_until and probe_until are rewritten by the next
+ *     trip, and last_failure_at, last_reason and successes are only
+ *     diagnostics (the quiet period reads them only with failures or
+ *     DEGRADED): they do not count.  A record that is OPEN or HALF_OPEN,
+ *     DEGRADED (unless its quiet period is over) or CLOSED with failures
+ *     is never settled.
+ *   or_breaker_idle(): settled, and epoch and gate_epoch are 0 as well.
+ *     A settled record with an epoch is a tombstone for the cluster
+ *     merge: it beats stale copies of an older epoch (an OPEN state that
+ *     a success closed).  Deleting it loses nothing on this node; with a
+ *     mirror, a stale copy arriving later would resurrect there.
+ *   So: after a success, idle -> delete; settled but not idle -> delete
+ *   on a node-local table, keep a while (publish, then expire) on a
+ *   mirrored one.
+ *
  * Defaults (R-CB-2, R-CB-6), per provider kind:
  *
  *   kind    degrade  open  reset  gate: failures / window / cooldown
@@ -178,6 +201,11 @@ or_msec_t or_breaker_hold_ms(const or_breaker_conf_t *conf,
     const or_breaker_t *cb, unsigned cycles);
 or_msec_t or_breaker_quiet_ms(const or_breaker_conf_t *conf,
     const or_breaker_t *cb);
+
+int or_breaker_settled(const or_breaker_conf_t *conf,
+    const or_breaker_t *cb, or_msec_t now);
+int or_breaker_idle(const or_breaker_conf_t *conf, const or_breaker_t *cb,
+    or_msec_t now);
 
 int or_breaker_merge(or_breaker_t *dst, const or_breaker_t *src);
 int or_breaker_equal(const or_breaker_t *a, const or_breaker_t *b);

@@ -477,6 +477,29 @@ or_cooldown_view(const or_conn_state_t *st, or_msec_t now,
 
 
 int
+or_cooldown_settled(const or_conn_state_t *st, or_msec_t now)
+{
+    return st->terminal == OR_TERMINAL_NONE
+           && st->until <= now
+           && st->mark_at == 0
+           && st->last_error_at == 0
+           && st->failures == 0
+           && st->backoff_level == 0
+           && st->expired_retries == 0
+           && st->rejected_count == 0;
+}
+
+
+int
+or_cooldown_idle(const or_conn_state_t *st, or_msec_t now)
+{
+    return or_cooldown_settled(st, now)
+           && st->reset_epoch == 0
+           && st->clear_epoch == 0;
+}
+
+
+int
 or_cooldown_merge(or_conn_state_t *dst, const or_conn_state_t *src)
 {
     or_conn_state_t  old;

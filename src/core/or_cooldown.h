@@ -80,6 +80,24 @@
  * nothing needs writing back (lazy recovery, R-CD-7).  A NULL verdict is
  * ignored.
  *
+ * Idle records (a store that returns to empty), pure, no change:
+ *   or_cooldown_settled(): 1 when the record decides nothing an absent
+ *     (all zero) record would not and holds no error to show: no terminal
+ *     state; no cooldown left (until <= now); mark_at 0 (no burst whose
+ *     in-flight attempts are still absorbed, R-CD-4); failures,
+ *     backoff_level, expired_retries and rejected_count 0 (the next
+ *     backoff, expired retry and rejected step start from scratch); no
+ *     last error (last_error_at 0).  That is the transient part as a
+ *     clearing success (or_cooldown_success()) leaves it, with an expired
+ *     until also accepted.
+ *   or_cooldown_idle(): settled, and reset_epoch and clear_epoch are 0 as
+ *     well.  A clearing success always bumps clear_epoch, so a record
+ *     cleared by a success is settled but not idle: a tombstone for the
+ *     cluster merge (it beats stale copies of the cooldown it cleared).
+ *   So: settled after a success -> delete on a node-local table; on a
+ *   mirrored one only when idle, else keep a while (publish, then
+ *   expire).
+ *
  * Defaults chosen here where the spec is silent: local base 1 s,
  * max_backoff_steps 10, request_rejected base 5 min (x2 per rejection,
  * 5/10/20/40/60 min), upstream hints capped at 30 days.
@@ -221,6 +239,9 @@ int or_cooldown_eligible(const or_conn_state_t *st, or_msec_t now);
 or_msec_t or_cooldown_retry_after(const or_conn_state_t *st, or_msec_t now);
 void or_cooldown_view(const or_conn_state_t *st, or_msec_t now,
     or_cooldown_view_t *view);
+
+int or_cooldown_settled(const or_conn_state_t *st, or_msec_t now);
+int or_cooldown_idle(const or_conn_state_t *st, or_msec_t now);
 
 int or_cooldown_merge(or_conn_state_t *dst, const or_conn_state_t *src);
 int or_cooldown_equal(const or_conn_state_t *a, const or_conn_state_t *b);

@@ -497,6 +497,20 @@ or_lockout_evictable(const or_lockout_conf_t *conf, const or_lockout_t *lo,
 
 
 int
+or_lockout_settled(const or_lockout_t *lo, or_msec_t now)
+{
+    return lo->failures == 0 && lo->until <= now && lo->mark_at == 0;
+}
+
+
+int
+or_lockout_idle(const or_lockout_t *lo, or_msec_t now)
+{
+    return or_lockout_settled(lo, now) && lo->epoch == 0;
+}
+
+
+int
 or_lockout_merge(or_lockout_t *dst, const or_lockout_t *src)
 {
     or_lockout_t  old;

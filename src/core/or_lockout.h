@@ -54,6 +54,20 @@
  * elsewhere cannot resurrect the lockout; or_lockout_evictable() says when
  * an entry carries no information any more.
  *
+ * Idle records (a store that returns to empty), pure, no change; for
+ * the lockout and the request_rejected tables alike:
+ *   or_lockout_settled(): 1 when the entry decides nothing an absent (all
+ *     zero) one would not: failures 0 (the next failure is n = 1, and a
+ *     success has nothing to halve: decay_at no longer matters), until <=
+ *     now (not locked), mark_at 0 (no burst whose in-flight failures would
+ *     be absorbed at mark_at).  last_failure_at, last_status, reason and
+ *     scope are diagnostics and do not count.
+ *   or_lockout_idle(): settled, and epoch 0 as well.  The empty entry a
+ *     success decay leaves (OR_LO_DELETED) has a new epoch: it is the
+ *     tombstone above, settled but not idle.
+ *   or_lockout_evictable() is the time-based test (an entry past its
+ *   escalation window); for an entry without failures it is until <= now.
+ *
  * Defaults (R-ML-3): enabled off, error codes 403 404 429 502 503 504, base
  * 120 s, max 30 min (>= base), max_backoff_steps 10, exponential on.
  * Chosen here: escalation_window = max cooldown (30 min).  The
@@ -164,6 +178,9 @@ int or_lockout_active(const or_lockout_t *lo, or_msec_t now);
 or_msec_t or_lockout_retry_after(const or_lockout_t *lo, or_msec_t now);
 int or_lockout_evictable(const or_lockout_conf_t *conf,
     const or_lockout_t *lo, or_msec_t now);
+
+int or_lockout_settled(const or_lockout_t *lo, or_msec_t now);
+int or_lockout_idle(const or_lockout_t *lo, or_msec_t now);
 
 int or_lockout_merge(or_lockout_t *dst, const or_lockout_t *src);
 int or_lockout_equal(const or_lockout_t *a, const or_lockout_t *b);

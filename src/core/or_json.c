@@ -1,0 +1,949 @@
+/*
+ * Copyright (C) ngx_omniroute authors
+ */
+
+
+#include <stdint.h>
+#include <string.h>
+
+#include "or_json.h"
+
+
+/* the longest escaped spelling of a key we compare: "stream" as \uXXXX */
+#define OR_JSON_KEY_MAX     (2 + 6 * 6)
+
+#define OR_JSON_ONES        0x0101010101010101ULL
+#define OR_JSON_HIGH        0x8080808080808080ULL
+
+#define OR_JSON_END         "unexpected end of input"
+#define OR_JSON_UNTERM      "unterminated string"
+
+
+typedef enum {
+    OR_JSON_M_NONE = 0,
+    OR_JSON_M_MODEL,
+    OR_JSON_M_STREAM
+} or_json_member_e;
+
+
+static const unsigned char *or_json_ws(const unsigned char *p,
+    const unsigned char *last);
+static int or_json_word_special(uint64_t w);
+static const unsigned char *or_json_string(const unsigned char *p,
+    const unsigned char *last, unsigned *escaped, const char **err);
+static const unsigned char *or_json_utf8(const unsigned char *p,
+    const unsigned char *last, const char **err);
+static const unsigned char *or_json_number(const unsigned char *p,
+    const unsigned char *last, const char **err);
+static const unsigned char *or_json_literal(const unsigned char *p,
+    const unsigned char *last, const char *lit, size_t n, const char **err);
+static or_json_member_e or_json_member(const unsigned char *key, size_t len,
+    unsigned escaped);
+static or_json_type_e or_json_type_of(unsigned char c);
+static int or_json_hex4(const unsigned char *p, uint32_t *cp);
+static unsigned char *or_json_utf8_put(unsigned char *d, uint32_t cp);
+
+
+/* 1: a byte that stands for itself inside a string (0x20-0x7f but '"', '\\') */
+static const unsigned char  or_json_plain[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+};
+
+
+/* the short escape of a control character, or 0 for \u00XX */
+static const char  or_json_short[32] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 'b', 't', 'n', 0, 'f', 'r', 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+};
+
+
+static const char  or_json_hexdigits[] = "0123456789abcdef";
+
+
+static const char  *or_json_rc_names[] = {
+    "ok", "empty", "syntax", "not_object", "dup_model", "too_deep"
+};
+
+
+static const char  *or_json_type_names[] = {
+    "absent", "string", "number", "true", "false", "null", "object", "array"
+};
+
+
+static const unsigned char *
+or_json_ws(const unsigned char *p, const unsigned char *last)
+{
+    while (p < last
+           && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    {
+        p++;
+    }
+
+    return p;
+}
+
+
+/*
+ * Whether any of 8 bytes is '"', '\\', < 0x20 or >= 0x80 (SWAR: exact as
+ * a yes/no answer, whatever the byte order).
+ */
+
+static int
+or_json_word_special(uint64_t w)
+{
+    uint64_t  q, b, t;
+
+    q = w ^ (OR_JSON_ONES * '"');
+    b = w ^ (OR_JSON_ONES * '\\');
+
+    t = ((q - OR_JSON_ONES) & ~q)
+        | ((b - OR_JSON_ONES) & ~b)
+        | ((w - OR_JSON_ONES * 0x20) & ~w)
+        | w;
+
+    return (t & OR_JSON_HIGH) != 0;
+}
+
+
+/*
+ * A string's body, p just after the opening quote.  Returns the byte
+ * after the closing quote, or, with *err set, where it went wrong.
+ */
+
+static const unsigned char *
+or_json_string(const unsigned char *p, const unsigned char *last,
+    unsigned *escaped, const char **err)
+{
+    int            i;
+    uint64_t       w;
+    unsigned       esc;
+    unsigned char  c;
+
+    esc = 0;
+
+    for ( ;; ) {
+
+        while (last - p >= 8) {
+            memcpy(&w, p, 8);
+
+            if (or_json_word_special(w)) {
+                break;
+            }
+
+            p += 8;
+        }
+
+        /* at most 7 plain bytes before a special one, or to the end */
+
+        while (p < last && or_json_plain[*p]) {
+            p++;
+        }
+
+        if (p == last) {
+            *err = OR_JSON_UNTERM;
+            return p;
+        }
+
+        c = *p;
+
+        if (c == '"') {
+            *escaped = esc;
+            return p + 1;
+        }
+
+        if (c == '\\') {
+            esc = 1;
+
+            if (++p == last) {
+                *err = OR_JSON_UNTERM;
+                return p;
+            }
+
+            switch (*p) {
+
+            case '"':
+            case '\\':
+            case '/':
+            case 'b':
+            case 'f':
+            case 'n':
+            case 'r':
+            case 't':
+                p++;
+                continue;
+
+            case 'u':
+                p++;
+
+                for (i = 0; i < 4; i++, p++) {
+                    if (p == last) {
+                        *err = OR_JSON_UNTERM;
+                        return p;
+                    }
+
+                    if (!((*p >= '0' && *p <= '9')
+                          || ((*p | 0x20) >= 'a' && (*p | 0x20) <= 'f')))
+                    {
+                        *err = "invalid escape";
+                        return p;
+                    }
+                }
+
+                continue;
+
+            default:
+                *err = "invalid escape";
+                return p;
+            }
+        }
+
+        if (c < 0x20) {
+            *err = "control character in string";
+            return p;
+        }
+
+        p = or_json_utf8(p, last, err);
+
+        if (*err != NULL) {
+            return p;
+        }
+    }
+}
+
+
+/*
+ * One multi-byte UTF-8 sequence at p (*p >= 0x80), per Unicode table 3-7:
+ * no overlongs, no surrogates, nothing above U+10FFFF.  On error, points
+ * at the first byte that cannot belong to a valid sequence.
+ */
+
+static const unsigned char *
+or_json_utf8(const unsigned char *p, const unsigned char *last,
+    const char **err)
+{
+    size_t         n, i;
+    unsigned char  c, lo, hi;
+
+    c = *p;
+    lo = 0x80;
+    hi = 0xbf;
+
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 1;
+
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 2;
+
+        if (c == 0xe0) {
+            lo = 0xa0;              /* overlong */
+
+        } else if (c == 0xed) {
+            hi = 0x9f;              /* U+D800-U+DFFF */
+        }
+
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 3;
+
+        if (c == 0xf0) {
+            lo = 0x90;              /* overlong */
+
+        } else if (c == 0xf4) {
+            hi = 0x8f;              /* above U+10FFFF */
+        }
+
+    } else {
+        *err = "invalid UTF-8";
+        return p;
+    }
+
+    p++;
+
+    for (i = 0; i < n; i++, p++) {
+        if (p == last) {
+            *err = OR_JSON_UNTERM;
+            return p;
+        }
+
+        if (*p < lo || *p > hi) {
+            *err = "invalid UTF-8";
+            return p;
+        }
+
+        lo = 0x80;
+        hi = 0xbf;
+    }
+
+    return p;
+}
+
+
+/* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+
+static const unsigned char *
+or_json_number(const unsigned char *p, const unsigned char *last,
+    const char **err)
+{
+    if (*p == '-') {
+        p++;
+    }
+
+    if (p == last) {
+        *err = OR_JSON_END;
+        return p;
+    }
+
+    if (*p == '0') {
+        p++;
+
+        if (p < last && *p >= '0' && *p <= '9') {
+            *err = "invalid number";
+            return p;
+        }
+
+    } else if (*p >= '1' && *p <= '9') {
+        do {
+            p++;
+        } while (p < last && *p >= '0' && *p <= '9');
+
+    } else {
+        *err = "invalid number";
+        return p;
+    }
+
+    if (p < last && *p == '.') {
+        if (++p == last) {
+            *err = OR_JSON_END;
+            return p;
+        }
+
+        if (*p < '0' || *p > '9') {
+            *err = "invalid number";
+            return p;
+        }
+
+        do {
+            p++;
+        } while (p < last && *p >= '0' && *p <= '9');
+    }
+
+    if (p < last && (*p == 'e' || *p == 'E')) {
+        p++;
+
+        if (p < last && (*p == '+' || *p == '-')) {
+            p++;
+        }
+
+        if (p == last) {
+            *err = OR_JSON_END;
+            return p;
+        }
+
+        if (*p < '0' || *p > '9') {
+            *err = "invalid number";
+            return p;
+        }
+
+        do {
+            p++;
+        } while (p < last && *p >= '0' && *p <= '9');
+    }
+
+    return p;
+}
+
+
+static const unsigned char *
+or_json_literal(const unsigned char *p, const unsigned char *last,
+    const char *lit, size_t n, const char **err)
+{
+    size_t  i;
+
+    for (i = 0; i < n; i++, p++) {
+        if (p == last) {
+            *err = OR_JSON_END;
+            return p;
+        }
+
+        if (*p != (unsigned char) lit[i]) {
+            *err = "invalid literal";
+            return p;
+        }
+    }
+
+    return p;
+}
+
+
+/* a top-level key (quotes included), compared decoded */
+
+static or_json_member_e
+or_json_member(const unsigned char *key, size_t len, unsigned escaped)
+{
+    long  n;
+    char  buf[OR_JSON_KEY_MAX];
+
+    if (!escaped) {
+        if (len == 7 && memcmp(key, "\"model\"", 7) == 0) {
+            return OR_JSON_M_MODEL;
+        }
+
+        if (len == 8 && memcmp(key, "\"stream\"", 8) == 0) {
+            return OR_JSON_M_STREAM;
+        }
+
+        return OR_JSON_M_NONE;
+    }
+
+    if (len > OR_JSON_KEY_MAX) {
+        return OR_JSON_M_NONE;
+    }
+
+    n = or_json_string_decode((const char *) key, len, buf);
+
+    if (n == 5 && memcmp(buf, "model", 5) == 0) {
+        return OR_JSON_M_MODEL;
+    }
+
+    if (n == 6 && memcmp(buf, "stream", 6) == 0) {
+        return OR_JSON_M_STREAM;
+    }
+
+    return OR_JSON_M_NONE;
+}
+
+
+static or_json_type_e
+or_json_type_of(unsigned char c)
+{
+    switch (c) {
+
+    case '"':
+        return OR_JSON_STRING;
+
+    case '{':
+        return OR_JSON_OBJECT;
+
+    case '[':
+        return OR_JSON_ARRAY;
+
+    case 't':
+        return OR_JSON_TRUE;
+
+    case 'f':
+        return OR_JSON_FALSE;
+
+    case 'n':
+        return OR_JSON_NULL;
+
+    default:
+        return OR_JSON_NUMBER;
+    }
+}
+
+
+or_json_rc_e
+or_json_scan(const char *buf, size_t len, or_json_scan_t *out)
+{
+    int                   in_object, top_object, model_seen, dup;
+    size_t                depth, dup_at;
+    unsigned              escaped;
+    const char           *err;
+    or_json_value_t      *v;
+    or_json_member_e      member;
+    const unsigned char  *p, *last, *start, *mstart, *kstart;
+    unsigned char         stack[OR_JSON_MAX_DEPTH / 8];
+
+    memset(out, 0, sizeof(or_json_scan_t));
+    memset(stack, 0, sizeof(stack));
+
+    start = (const unsigned char *) buf;
+    last = start + len;
+
+    p = or_json_ws(start, last);
+
+    if (p == last) {
+        out->error = "empty document";
+        return OR_JSON_EMPTY;
+    }
+
+    top_object = (*p == '{');
+    in_object = 0;
+    depth = 0;
+    member = OR_JSON_M_NONE;
+    model_seen = 0;
+    dup = 0;
+    dup_at = 0;
+    escaped = 0;
+    mstart = p;
+    err = NULL;
+
+value:
+
+    /* the first byte of a value, whitespace skipped */
+
+    if (p == last) {
+        goto premature;
+    }
+
+    if (depth == 1) {
+        mstart = p;
+    }
+
+    switch (*p) {
+
+    case '"':
+        p = or_json_string(p + 1, last, &escaped, &err);
+        break;
+
+    case '{':
+    case '[':
+        if (depth == OR_JSON_MAX_DEPTH) {
+            out->error_at = p - start;
+            out->error = "nesting too deep";
+            return OR_JSON_TOO_DEEP;
+        }
+
+        in_object = (*p == '{');
+
+        if (in_object) {
+            stack[depth >> 3] |= (unsigned char) (1u << (depth & 7));
+
+        } else {
+            stack[depth >> 3] &= (unsigned char) ~(1u << (depth & 7));
+        }
+
+        depth++;
+
+        p = or_json_ws(p + 1, last);
+
+        if (p < last && *p == (in_object ? '}' : ']')) {
+            p++;
+            goto close;
+        }
+
+        if (in_object) {
+            goto key;
+        }
+
+        goto value;
+
+    case 't':
+        p = or_json_literal(p, last, "true", 4, &err);
+        break;
+
+    case 'f':
+        p = or_json_literal(p, last, "false", 5, &err);
+        break;
+
+    case 'n':
+        p = or_json_literal(p, last, "null", 4, &err);
+        break;
+
+    case '-':
+    case '0': case '1': case '2': case '3': case '4':
+    case '5': case '6': case '7': case '8': case '9':
+        p = or_json_number(p, last, &err);
+        break;
+
+    default:
+        err = "unexpected character";
+        goto syntax;
+    }
+
+    if (err != NULL) {
+        goto syntax;
+    }
+
+    goto done_value;
+
+close:
+
+    depth--;
+    in_object = depth > 0
+                && ((stack[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1);
+
+done_value:
+
+    /* a value ends just before p; at depth 1 it is a top-level member */
+
+    if (depth == 1 && member != OR_JSON_M_NONE) {
+        v = (member == OR_JSON_M_MODEL) ? &out->model : &out->stream;
+
+        v->start = mstart - start;
+        v->end = p - start;
+        v->type = or_json_type_of(*mstart);
+        v->escaped = (v->type == OR_JSON_STRING) ? escaped : 0;
+
+        member = OR_JSON_M_NONE;
+    }
+
+    p = or_json_ws(p, last);
+
+    if (depth == 0) {
+        if (p != last) {
+            err = "trailing characters";
+            goto syntax;
+        }
+
+        if (dup) {
+            out->error_at = dup_at;
+            out->error = "duplicate \"model\"";
+            return OR_JSON_DUP_MODEL;
+        }
+
+        return top_object ? OR_JSON_OK : OR_JSON_NOT_OBJECT;
+    }
+
+    if (p == last) {
+        goto premature;
+    }
+
+    if (*p == ',') {
+        p = or_json_ws(p + 1, last);
+
+        if (in_object) {
+            goto key;
+        }
+
+        if (p < last && *p == ']') {
+            err = "trailing comma";
+            goto syntax;
+        }
+
+        goto value;
+    }
+
+    if (*p == (in_object ? '}' : ']')) {
+        p++;
+        goto close;
+    }
+
+    err = in_object ? "expected ',' or '}'" : "expected ',' or ']'";
+    goto syntax;
+
+key:
+
+    /* an object's key, whitespace skipped ('{' '}' is handled above) */
+
+    if (p == last) {
+        goto premature;
+    }
+
+    if (*p != '"') {
+        err = (*p == '}') ? "trailing comma" : "expected a string key";
+        goto syntax;
+    }
+
+    kstart = p;
+    p = or_json_string(p + 1, last, &escaped, &err);
+
+    if (err != NULL) {
+        goto syntax;
+    }
+
+    if (depth == 1) {
+        member = or_json_member(kstart, p - kstart, escaped);
+
+        if (member == OR_JSON_M_MODEL) {
+            if (model_seen) {
+                if (!dup) {
+                    dup = 1;
+                    dup_at = kstart - start;
+                }
+
+                member = OR_JSON_M_NONE;
+            }
+
+            model_seen = 1;
+        }
+    }
+
+    p = or_json_ws(p, last);
+
+    if (p == last) {
+        goto premature;
+    }
+
+    if (*p != ':') {
+        err = "expected ':'";
+        goto syntax;
+    }
+
+    p = or_json_ws(p + 1, last);
+
+    goto value;
+
+premature:
+
+    err = OR_JSON_END;
+
+syntax:
+
+    out->error_at = p - start;
+    out->error = err;
+
+    return OR_JSON_SYNTAX;
+}
+
+
+static int
+or_json_hex4(const unsigned char *p, uint32_t *cp)
+{
+    int            i;
+    uint32_t       v;
+    unsigned char  c;
+
+    v = 0;
+
+    for (i = 0; i < 4; i++) {
+        c = p[i];
+
+        if (c >= '0' && c <= '9') {
+            v = (v << 4) | (uint32_t) (c - '0');
+
+        } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
+            v = (v << 4) | (uint32_t) ((c | 0x20) - 'a' + 10);
+
+        } else {
+            return -1;
+        }
+    }
+
+    *cp = v;
+
+    return 0;
+}
+
+
+static unsigned char *
+or_json_utf8_put(unsigned char *d, uint32_t cp)
+{
+    if (cp < 0x80) {
+        *d++ = (unsigned char) cp;
+
+    } else if (cp < 0x800) {
+        *d++ = (unsigned char) (0xc0 | (cp >> 6));
+        *d++ = (unsigned char) (0x80 | (cp & 0x3f));
+
+    } else if (cp < 0x10000) {
+        *d++ = (unsigned char) (0xe0 | (cp >> 12));
+        *d++ = (unsigned char) (0x80 | ((cp >> 6) & 0x3f));
+        *d++ = (unsigned char) (0x80 | (cp & 0x3f));
+
+    } else {
+        *d++ = (unsigned char) (0xf0 | (cp >> 18));
+        *d++ = (unsigned char) (0x80 | ((cp >> 12) & 0x3f));
+        *d++ = (unsigned char) (0x80 | ((cp >> 6) & 0x3f));
+        *d++ = (unsigned char) (0x80 | (cp & 0x3f));
+    }
+
+    return d;
+}
+
+
+long
+or_json_string_decode(const char *span, size_t span_len, char *out)
+{
+    uint32_t              cp, lo;
+    unsigned char        *d;
+    unsigned char         c;
+    const unsigned char  *p, *last;
+
+    if (span == NULL || span_len < 2
+        || span[0] != '"' || span[span_len - 1] != '"')
+    {
+        return -1;
+    }
+
+    p = (const unsigned char *) span + 1;
+    last = (const unsigned char *) span + span_len - 1;
+    d = (unsigned char *) out;
+
+    while (p < last) {
+        c = *p++;
+
+        if (c != '\\') {
+            if (c == '"' || c < 0x20) {
+                return -1;
+            }
+
+            *d++ = c;
+            continue;
+        }
+
+        /* a backslash just before the closing quote escapes it */
+
+        if (p == last) {
+            return -1;
+        }
+
+        switch (*p++) {
+
+        case '"':
+            *d++ = '"';
+            break;
+
+        case '\\':
+            *d++ = '\\';
+            break;
+
+        case '/':
+            *d++ = '/';
+            break;
+
+        case 'b':
+            *d++ = '\b';
+            break;
+
+        case 'f':
+            *d++ = '\f';
+            break;
+
+        case 'n':
+            *d++ = '\n';
+            break;
+
+        case 'r':
+            *d++ = '\r';
+            break;
+
+        case 't':
+            *d++ = '\t';
+            break;
+
+        case 'u':
+            if (last - p < 4 || or_json_hex4(p, &cp) != 0) {
+                return -1;
+            }
+
+            p += 4;
+
+            if (cp >= 0xd800 && cp <= 0xdbff) {
+                if (last - p >= 6 && p[0] == '\\' && p[1] == 'u'
+                    && or_json_hex4(p + 2, &lo) == 0
+                    && lo >= 0xdc00 && lo <= 0xdfff)
+                {
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                    p += 6;
+
+                } else {
+                    cp = 0xfffd;    /* a lone high surrogate */
+                }
+
+            } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+                cp = 0xfffd;        /* a lone low surrogate */
+            }
+
+            d = or_json_utf8_put(d, cp);
+            break;
+
+        default:
+            return -1;
+        }
+    }
+
+    return (long) (d - (unsigned char *) out);
+}
+
+
+size_t
+or_json_quoted_len(const char *s, size_t len)
+{
+    size_t         n, i;
+    unsigned char  c;
+
+    n = 2;
+
+    for (i = 0; i < len; i++) {
+        c = (unsigned char) s[i];
+
+        if (c == '"' || c == '\\') {
+            n += 2;
+
+        } else if (c < 0x20) {
+            n += or_json_short[c] ? 2 : 6;
+
+        } else {
+            n++;
+        }
+    }
+
+    return n;
+}
+
+
+char *
+or_json_quote(char *dst, const char *s, size_t len)
+{
+    size_t         i;
+    unsigned char  c;
+
+    *dst++ = '"';
+
+    for (i = 0; i < len; i++) {
+        c = (unsigned char) s[i];
+
+        if (c == '"' || c == '\\') {
+            *dst++ = '\\';
+            *dst++ = (char) c;
+
+        } else if (c < 0x20) {
+            *dst++ = '\\';
+
+            if (or_json_short[c]) {
+                *dst++ = or_json_short[c];
+
+            } else {
+                *dst++ = 'u';
+                *dst++ = '0';
+                *dst++ = '0';
+                *dst++ = or_json_hexdigits[c >> 4];
+                *dst++ = or_json_hexdigits[c & 0xf];
+            }
+
+        } else {
+            *dst++ = (char) c;
+        }
+    }
+
+    *dst++ = '"';
+
+    return dst;
+}
+
+
+const char *
+or_json_rc_name(or_json_rc_e rc)
+{
+    if ((unsigned) rc >= sizeof(or_json_rc_names) / sizeof(char *)) {
+        return "unknown";
+    }
+
+    return or_json_rc_names[rc];
+}
+
+
+const char *
+or_json_type_name(or_json_type_e type)
+{
+    if ((unsigned) type >= sizeof(or_json_type_names) / sizeof(char *)) {
+        return "unknown";
+    }
+
+    return or_json_type_names[type];
+}

@@ -1,0 +1,120 @@
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * A one-pass JSON body scanner: validates a whole document against RFC
+ * 8259 and reports where the top-level "model" and "stream" members are,
+ * without building a tree or allocating anything.  Iterative (the nesting
+ * stack is a fixed bit array), total on any input.
+ *
+ * Beyond the RFC, only a duplicated top-level "model" is refused (the
+ * document is otherwise fully validated first).  Everything the RFC allows
+ * is accepted, also where jansson refuses: integers beyond int64, 1e400,
+ * \u0000, lone surrogate escapes such as \uD800.
+ */
+
+#ifndef _OR_JSON_H_INCLUDED_
+#define _OR_JSON_H_INCLUDED_
+
+
+#include <stddef.h>
+
+
+#define OR_JSON_MAX_DEPTH  2048   /* jansson's own limit */
+
+
+typedef enum {
+    OR_JSON_OK = 0,
+    OR_JSON_EMPTY,          /* only whitespace or nothing */
+    OR_JSON_SYNTAX,         /* not valid JSON (RFC 8259); error_at says where */
+    OR_JSON_NOT_OBJECT,     /* valid JSON, but the top level is not an object */
+    OR_JSON_DUP_MODEL,      /* the top-level "model" member appears twice */
+    OR_JSON_TOO_DEEP        /* nesting deeper than OR_JSON_MAX_DEPTH */
+} or_json_rc_e;
+
+
+typedef enum {
+    OR_JSON_ABSENT = 0,
+    OR_JSON_STRING,
+    OR_JSON_NUMBER,
+    OR_JSON_TRUE,
+    OR_JSON_FALSE,
+    OR_JSON_NULL,
+    OR_JSON_OBJECT,
+    OR_JSON_ARRAY
+} or_json_type_e;
+
+
+typedef struct {
+    size_t          start;      /* offset of the value's first byte (the
+                                   opening quote for a string) */
+    size_t          end;        /* one past its last byte (after the
+                                   closing quote) */
+    or_json_type_e  type;       /* OR_JSON_ABSENT: no such top-level
+                                   member; start and end are then 0 */
+    unsigned        escaped:1;  /* a string containing at least one
+                                   backslash escape */
+} or_json_value_t;
+
+
+typedef struct {
+    or_json_value_t  model;     /* top-level "model" (the first one) */
+    or_json_value_t  stream;    /* top-level "stream" (the last one) */
+    size_t           error_at;  /* SYNTAX/TOO_DEEP/DUP_MODEL: offset of
+                                   the problem, else 0 */
+    const char      *error;     /* a short static English description
+                                   ("unexpected character", "invalid
+                                   escape", "invalid UTF-8", ...);
+                                   NULL for OK and NOT_OBJECT */
+} or_json_scan_t;
+
+
+/*
+ * Scans buf[0, len).  A value span is filled in whatever the outcome, as
+ * far as the scan got (a value is only reported once it is complete).
+ *
+ * error_at:
+ *   OR_JSON_SYNTAX     the length of the longest prefix of buf that can
+ *                      still begin a valid document, i.e. the offset of
+ *                      the first offending byte, or len when the input
+ *                      ends too early ("unexpected end of input",
+ *                      "unterminated string")
+ *   OR_JSON_TOO_DEEP   the offset of the '[' or '{' one level too deep
+ *   OR_JSON_DUP_MODEL  the offset of the second "model" key's opening
+ *                      quote; returned only when the document is
+ *                      otherwise valid (syntax errors take precedence);
+ *                      out->model is then the first one
+ *
+ * Top-level keys are compared decoded ("mod\u0065l" is "model"); keys of
+ * nested objects are not compared at all.
+ */
+or_json_rc_e or_json_scan(const char *buf, size_t len, or_json_scan_t *out);
+
+/*
+ * Decodes a string value span (quotes included, as or_json_scan reports
+ * it) to UTF-8 into out, which must hold span_len (end - start) bytes;
+ * at most span_len - 2 are written.  \u0000 decodes to a NUL
+ * byte; a lone surrogate escape (\uD800 not followed by a \uDC00-\uDFFF
+ * escape, or a lone \uDC00-\uDFFF) decodes to U+FFFD.  Raw bytes are
+ * copied as they are (their UTF-8 is not re-checked).  Returns the
+ * decoded length, or -1 when the span is not a quoted string with valid
+ * escapes and no raw control character.
+ */
+long or_json_string_decode(const char *span, size_t span_len, char *out);
+
+/*
+ * A raw string as a JSON string literal, quotes included: '"' and '\\'
+ * are escaped, control characters < 0x20 become \b \f \n \r \t or
+ * \u00XX; every other byte (UTF-8 included) is copied as it is.
+ * or_json_quoted_len() is the exact length or_json_quote() writes.
+ */
+size_t or_json_quoted_len(const char *s, size_t len);
+char *or_json_quote(char *dst, const char *s, size_t len);
+
+/* "ok", "empty", "syntax", "not_object", "dup_model", "too_deep" */
+const char *or_json_rc_name(or_json_rc_e rc);
+
+/* "absent", "string", "number", "true", "false", "null", "object", "array" */
+const char *or_json_type_name(or_json_type_e type);
+
+
+#endif /* _OR_JSON_H_INCLUDED_ */
