@@ -75,11 +75,35 @@ typedef struct {
 } ngx_omniroute_target_t;
 
 
+/* the lockout scopes a route has a key for (OR_SCOPE_MODEL first) */
+#define NGX_OMNIROUTE_LOCKOUT_SCOPES  3
+
+
+/*
+ * A connection serving one target of a model, with what configuration
+ * determines about it; a model's routes are built once, in the order the
+ * requests try them (targets in order, each target's connections by
+ * ascending priority, declaration order breaking ties).
+ */
+typedef struct {
+    ngx_omniroute_connection_t   *conn;
+    ngx_omniroute_provider_t     *provider;
+    ngx_omniroute_target_t       *target;
+    ngx_uint_t                    order;        /* declaration order */
+    uint32_t                      id;           /* stable, for strategies */
+    ngx_str_t                     lockout_key[NGX_OMNIROUTE_LOCKOUT_SCOPES];
+                                                /* by scope: model, base
+                                                   model, quota family;
+                                                   empty: too long */
+} ngx_omniroute_route_t;
+
+
 typedef struct {
     ngx_str_t                     name;
     ngx_uint_t                    combo;        /* 1: combo, 0: alias */
     or_strategy_e                 strategy;
     ngx_array_t                   targets;      /* ngx_omniroute_target_t */
+    ngx_array_t                   routes;       /* ngx_omniroute_route_t */
 } ngx_omniroute_model_t;
 
 
@@ -104,6 +128,7 @@ typedef struct ngx_omniroute_main_conf_s {
     ngx_array_t                   providers;    /* ngx_omniroute_provider_t */
     ngx_array_t                   connections;  /* ngx_omniroute_connection_t */
     ngx_array_t                   models;       /* ngx_omniroute_model_t */
+    ngx_hash_t                    model_hash;   /* name: model */
     ngx_array_t                   rules;        /* error rules, restatements */
     or_lockout_conf_t             lockout;      /* omniroute_model_lockout */
     ngx_shm_zone_t               *shm_zone;
@@ -133,6 +158,13 @@ char *ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf);
+ngx_int_t ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
+    ngx_omniroute_main_conf_t *omcf, ngx_omniroute_target_t *t);
+ngx_omniroute_model_t *ngx_omniroute_model_lookup(
+    ngx_omniroute_main_conf_t *omcf, ngx_str_t *name);
+ngx_int_t ngx_omniroute_provider_lookup(ngx_omniroute_main_conf_t *omcf,
+    ngx_str_t *name);
+size_t ngx_omniroute_lockout_scope_index(or_scope_e scope);
 
 /* secrets from files (conf/ngx_omniroute_secret.c) */
 ngx_int_t ngx_omniroute_read_secret(ngx_conf_t *cf, ngx_pool_t *pool,

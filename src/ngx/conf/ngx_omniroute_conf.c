@@ -31,6 +31,8 @@ static ngx_int_t ngx_omniroute_find_provider(ngx_omniroute_main_conf_t *omcf,
     ngx_str_t *name);
 static ngx_omniroute_model_t *ngx_omniroute_find_model(
     ngx_omniroute_main_conf_t *omcf, ngx_str_t *name);
+static ngx_int_t ngx_omniroute_init_routes(ngx_conf_t *cf,
+    ngx_omniroute_main_conf_t *omcf);
 static ngx_int_t ngx_omniroute_build_auth_value(ngx_conf_t *cf,
     ngx_omniroute_provider_t *p, ngx_omniroute_connection_t *c);
 
@@ -934,7 +936,203 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
         }
     }
 
+    if (ngx_omniroute_init_routes(cf, omcf) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
     return NGX_CONF_OK;
+}
+
+
+/* every model's routes, and the hash that finds a model by its name */
+
+static ngx_int_t
+ngx_omniroute_init_routes(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
+{
+    ngx_uint_t              i, j;
+    ngx_hash_key_t         *hk;
+    ngx_hash_init_t         hash;
+    ngx_array_t             keys;
+    ngx_omniroute_model_t  *m;
+    ngx_omniroute_target_t *t;
+
+    m = omcf->models.elts;
+
+    if (ngx_array_init(&keys, cf->temp_pool, ngx_max(omcf->models.nelts, 1),
+                       sizeof(ngx_hash_key_t))
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < omcf->models.nelts; i++) {
+        t = m[i].targets.elts;
+
+        if (ngx_array_init(&m[i].routes, cf->pool, 4,
+                           sizeof(ngx_omniroute_route_t))
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        for (j = 0; j < m[i].targets.nelts; j++) {
+            if (ngx_omniroute_routes_add(cf->pool, &m[i].routes, omcf, &t[j])
+                != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+        }
+
+        hk = ngx_array_push(&keys);
+        if (hk == NULL) {
+            return NGX_ERROR;
+        }
+
+        hk->key = m[i].name;
+        hk->key_hash = ngx_hash_key(m[i].name.data, m[i].name.len);
+        hk->value = &m[i];
+    }
+
+    hash.hash = &omcf->model_hash;
+    hash.key = ngx_hash_key;
+    hash.max_size = 4096;
+    hash.bucket_size = ngx_align(64, ngx_cacheline_size);
+    hash.name = "omniroute_models_hash";
+    hash.pool = cf->pool;
+    hash.temp_pool = NULL;
+
+    return ngx_hash_init(&hash, keys.elts, keys.nelts);
+}
+
+
+/*
+ * The routes of target t appended to routes: the provider's connections
+ * by ascending priority, declaration order breaking ties (stable).  Used
+ * at configuration time for the declared models and per request for a
+ * "provider/model" name.
+ */
+
+ngx_int_t
+ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
+    ngx_omniroute_main_conf_t *omcf, ngx_omniroute_target_t *t)
+{
+    u_char                       buf[NGX_OMNIROUTE_KEY_MAX];
+    size_t                       len;
+    uint32_t                     crc;
+    ngx_uint_t                   i, j, first;
+    ngx_omniroute_route_t       *rt, tmp;
+    ngx_omniroute_provider_t    *p;
+    ngx_omniroute_connection_t  *c;
+    static or_scope_e            scopes[NGX_OMNIROUTE_LOCKOUT_SCOPES] = {
+                                     OR_SCOPE_MODEL, OR_SCOPE_BASE_MODEL,
+                                     OR_SCOPE_QUOTA_FAMILY };
+
+    p = (ngx_omniroute_provider_t *) omcf->providers.elts + t->provider;
+    c = omcf->connections.elts;
+    first = routes->nelts;
+
+    for (i = 0; i < omcf->connections.nelts; i++) {
+        if (c[i].provider != t->provider) {
+            continue;
+        }
+
+        rt = ngx_array_push(routes);
+        if (rt == NULL) {
+            return NGX_ERROR;
+        }
+
+        rt->conn = &c[i];
+        rt->provider = p;
+        rt->target = t;
+        rt->order = routes->nelts - 1;
+
+        /* a stable id: target model and connection id */
+        ngx_crc32_init(crc);
+        ngx_crc32_update(&crc, (u_char *) &t->model.len, sizeof(size_t));
+        ngx_crc32_update(&crc, t->model.data, t->model.len);
+        ngx_crc32_update(&crc, c[i].id.data, c[i].id.len);
+        ngx_crc32_final(crc);
+        rt->id = crc;
+
+        for (j = 0; j < NGX_OMNIROUTE_LOCKOUT_SCOPES; j++) {
+            len = or_lockout_key((char *) buf, NGX_OMNIROUTE_KEY_MAX,
+                                 (const char *) p->name.data, p->name.len,
+                                 (const char *) c[i].id.data, c[i].id.len,
+                                 (const char *) t->model.data, t->model.len,
+                                 scopes[j], p->families.elts,
+                                 p->families.nelts);
+
+            rt->lockout_key[j].len = len;
+            rt->lockout_key[j].data = NULL;
+
+            if (len) {
+                rt->lockout_key[j].data = ngx_pnalloc(pool, len);
+                if (rt->lockout_key[j].data == NULL) {
+                    return NGX_ERROR;
+                }
+
+                ngx_memcpy(rt->lockout_key[j].data, buf, len);
+            }
+        }
+    }
+
+    /* stable insertion sort of this target's connections by priority */
+
+    rt = routes->elts;
+
+    for (i = first + 1; i < routes->nelts; i++) {
+        tmp = rt[i];
+
+        for (j = i; j > first && rt[j - 1].conn->priority
+                                 > tmp.conn->priority; j--)
+        {
+            rt[j] = rt[j - 1];
+        }
+
+        rt[j] = tmp;
+    }
+
+    return NGX_OK;
+}
+
+
+/* index into a route's lockout_key[] of a lockout scope */
+
+size_t
+ngx_omniroute_lockout_scope_index(or_scope_e scope)
+{
+    switch (scope) {
+
+    case OR_SCOPE_BASE_MODEL:
+        return 1;
+
+    case OR_SCOPE_QUOTA_FAMILY:
+        return 2;
+
+    default:
+        return 0;
+    }
+}
+
+
+/* a declared model or combo by name (after configuration), or NULL */
+
+ngx_omniroute_model_t *
+ngx_omniroute_model_lookup(ngx_omniroute_main_conf_t *omcf, ngx_str_t *name)
+{
+    return ngx_hash_find(&omcf->model_hash,
+                         ngx_hash_key(name->data, name->len),
+                         name->data, name->len);
+}
+
+
+/* a declared provider's index by name, or NGX_ERROR */
+
+ngx_int_t
+ngx_omniroute_provider_lookup(ngx_omniroute_main_conf_t *omcf,
+    ngx_str_t *name)
+{
+    return ngx_omniroute_find_provider(omcf, name);
 }
 
 

@@ -114,58 +114,47 @@ ngx_omniroute_affinity_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 }
 
 
-/* the pinned connection, when eligible, goes first */
+/* the connection the session is pinned to (empty: none, or expired) */
 
-void
-ngx_omniroute_affinity_apply(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+ngx_int_t
+ngx_omniroute_affinity_pinned(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_str_t *conn)
 {
     size_t                      len;
     or_pin_t                    pin;
-    ngx_uint_t                  i;
-    const char                 *conn;
-    ngx_omniroute_candidate_t  *cand, tmp;
+    const char                 *id;
     ngx_omniroute_main_conf_t  *omcf;
 
+    ngx_str_null(conn);
+
     if (ctx->pin_key.len == 0) {
-        return;
+        return NGX_OK;
     }
 
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
 
-    if (ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_PIN,
-                                 &ctx->pin_key, &pin, sizeof(or_pin_t))
-        != NGX_OK)
+    if (omcf->shm_zone == NULL
+        || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_PIN,
+                                    &ctx->pin_key, &pin, sizeof(or_pin_t))
+           != NGX_OK)
     {
-        return;
+        return NGX_OK;
     }
 
-    conn = or_pin_conn(&pin, ngx_omniroute_now(), &len);
-    if (conn == NULL) {
-        return;
+    id = or_pin_conn(&pin, ngx_omniroute_now(), &len);
+    if (id == NULL || len == 0) {
+        return NGX_OK;
     }
 
-    cand = ctx->candidates.elts;
-
-    for (i = 0; i < ctx->candidates.nelts; i++) {
-        if (cand[i].conn->id.len == len
-            && ngx_strncmp(cand[i].conn->id.data, conn, len) == 0)
-        {
-            break;
-        }
+    conn->data = ngx_pnalloc(r->pool, len);
+    if (conn->data == NULL) {
+        return NGX_ERROR;
     }
 
-    if (i == ctx->candidates.nelts) {
-        /* no longer eligible: the next success re-pins */
-        return;
-    }
+    ngx_memcpy(conn->data, id, len);
+    conn->len = len;
 
-    tmp = cand[i];
-
-    for ( /* void */ ; i > 0; i--) {
-        cand[i] = cand[i - 1];
-    }
-
-    cand[0] = tmp;
+    return NGX_OK;
 }
 
 

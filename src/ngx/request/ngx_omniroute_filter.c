@@ -16,6 +16,7 @@
 
 #include "ngx_omniroute_request.h"
 #include "or_sse.h"
+#include "or_outcome.h"
 
 
 static ngx_int_t ngx_omniroute_header_filter(ngx_http_request_t *r);
@@ -25,7 +26,8 @@ static ngx_int_t ngx_omniroute_commit(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_error_page_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
-static ngx_uint_t ngx_omniroute_is_event_stream(ngx_http_request_t *r);
+static ngx_omniroute_attempt_t *ngx_omniroute_attempt_of(
+    ngx_http_request_t *r, ngx_omniroute_ctx_t **pctx);
 static ngx_uint_t ngx_omniroute_collect(ngx_omniroute_attempt_t *a,
     ngx_chain_t *in);
 static ngx_int_t ngx_omniroute_probe(ngx_http_request_t *r,
@@ -51,7 +53,7 @@ ngx_omniroute_filter_init(ngx_conf_t *cf)
 
 /* the running attempt whose subrequest is r, or NULL */
 
-ngx_omniroute_attempt_t *
+static ngx_omniroute_attempt_t *
 ngx_omniroute_attempt_of(ngx_http_request_t *r, ngx_omniroute_ctx_t **pctx)
 {
     ngx_omniroute_ctx_t  *ctx;
@@ -77,6 +79,9 @@ ngx_omniroute_attempt_of(ngx_http_request_t *r, ngx_omniroute_ctx_t **pctx)
 static ngx_int_t
 ngx_omniroute_header_filter(ngx_http_request_t *r)
 {
+    ngx_str_t                 *ct;
+    or_hold_e                  hold;
+    ngx_uint_t                 stream, probe;
     ngx_omniroute_ctx_t       *ctx;
     ngx_omniroute_attempt_t   *a;
     ngx_omniroute_loc_conf_t  *olcf;
@@ -103,9 +108,27 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
     a->header_seen = 1;
     a->status = r->headers_out.status;
 
-    /* every error is held: its body decides (restatement, fallback) */
+    ct = &r->headers_out.content_type;
+    stream = or_hold_is_event_stream((const char *) ct->data, ct->len);
 
-    if (a->status >= NGX_HTTP_BAD_REQUEST) {
+    /* may another attempt follow?  asked only when it decides */
+    probe = ctx->lcf->stream_probe && stream && a->status < 400
+            && ngx_omniroute_may_continue(ctx);
+
+    hold = or_hold_decide((int) a->status, stream, ctx->lcf->stream_probe,
+                          probe);
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute filter: \"%V\" answered %ui: %s",
+                   &a->cand->conn->id, a->status,
+                   hold == OR_HOLD_ERROR ? "held"
+                   : hold == OR_HOLD_PROBE ? "probed" : "committed");
+
+    switch (hold) {
+
+    case OR_HOLD_ERROR:
+        /* every error is held: its body decides (restatement, fallback) */
+
         a->state = NGX_OMNIROUTE_ATTEMPT_HELD;
         ctx->last_held = a;
 
@@ -115,20 +138,18 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
         }
 
         r->filter_need_in_memory = 1;
+
+        /* nothing of the held response reaches the client request */
         r->header_sent = 1;
 
         return NGX_OK;
-    }
 
-    /*
-     * A 200 stream that may still fall over is held until its first
-     * meaningful event (R-REQ-5): an error event there falls over.
-     */
+    case OR_HOLD_PROBE:
+        /*
+         * A 200 stream that may still fall over is held until its first
+         * meaningful event (R-REQ-5): an error event there falls over.
+         */
 
-    if (ctx->lcf->stream_probe
-        && ngx_omniroute_is_event_stream(r)
-        && ngx_omniroute_may_continue(ctx))
-    {
         a->state = NGX_OMNIROUTE_ATTEMPT_PROBING;
 
         a->body = ngx_create_temp_buf(r->pool, ctx->lcf->error_body_max);
@@ -139,22 +160,10 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
         r->filter_need_in_memory = 1;
 
         return NGX_OK;
+
+    default:
+        return ngx_omniroute_commit(r, ctx);
     }
-
-    return ngx_omniroute_commit(r, ctx);
-}
-
-
-static ngx_uint_t
-ngx_omniroute_is_event_stream(ngx_http_request_t *r)
-{
-    ngx_str_t  *ct;
-
-    ct = &r->headers_out.content_type;
-
-    return ct->len >= sizeof("text/event-stream") - 1
-           && ngx_strncasecmp(ct->data, (u_char *) "text/event-stream",
-                              sizeof("text/event-stream") - 1) == 0;
 }
 
 

@@ -2,12 +2,10 @@
 /*
  * Copyright (C) ngx_omniroute authors
  *
- * Headers and URL of an attempt, and of the client's response: what the
- * provider receives (the client's headers minus its gateway key, session
- * and lease headers, plus the connection's credential and the provider's
- * fixed headers) and what the client gets (the committed or held
- * attempt's status and headers, X-OmniRoute-Connection and
- * X-OmniRoute-Attempts).
+ * URL and request headers of an attempt: what the provider receives (the
+ * client's headers minus its gateway key, session and lease headers and
+ * hop-by-hop headers, plus the connection's credential and the
+ * provider's fixed headers).
  */
 
 
@@ -152,8 +150,7 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
         nh->value = ph[i].value;
     }
 
-    sr->headers_in.content_length_n = sr->request_body->bufs->buf->last
-                                      - sr->request_body->bufs->buf->pos;
+    /* content_length_n is the attempt body's (request.c) */
     sr->headers_in.content_length = NULL;
     sr->headers_in.chunked = 0;
     sr->headers_in.authorization = NULL;
@@ -213,88 +210,4 @@ ngx_omniroute_is_private_header(ngx_table_elt_t *h,
     }
 
     return 0;
-}
-
-
-/* X-OmniRoute-Connection and X-OmniRoute-Attempts on the main response */
-
-ngx_int_t
-ngx_omniroute_add_route_headers(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx)
-{
-    u_char                   *p;
-    ngx_str_t                 name, value;
-    ngx_omniroute_attempt_t  *a;
-
-    if (ctx->attempts.nelts == 0) {
-        return NGX_OK;
-    }
-
-    a = (ngx_omniroute_attempt_t *) ctx->attempts.elts
-        + ctx->attempts.nelts - 1;
-
-    if (ctx->last_held && a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT) {
-        a = ctx->last_held;
-    }
-
-    ngx_str_set(&name, "X-OmniRoute-Connection");
-
-    if (ngx_omniroute_add_header(r, &name, &a->cand->conn->id) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    value.data = p;
-    value.len = ngx_sprintf(p, "%ui", ctx->attempts.nelts) - p;
-
-    ngx_str_set(&name, "X-OmniRoute-Attempts");
-
-    return ngx_omniroute_add_header(r, &name, &value);
-}
-
-
-/*
- * The response of attempt sr becomes the client's: status and headers are
- * copied into a fresh list of r (list parts must not be shared).
- */
-
-ngx_int_t
-ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
-    ngx_http_request_t *sr)
-{
-    ngx_table_elt_t            *h, *nh;
-    ngx_omniroute_list_iter_t   it;
-
-    r->headers_out.status = sr->headers_out.status;
-    r->headers_out.status_line = sr->headers_out.status_line;
-    r->headers_out.content_type = sr->headers_out.content_type;
-    r->headers_out.content_type_len = sr->headers_out.content_type_len;
-    r->headers_out.content_type_lowcase = NULL;
-    r->headers_out.charset = sr->headers_out.charset;
-    r->headers_out.content_length_n = sr->headers_out.content_length_n;
-    r->headers_out.content_length = NULL;
-    r->headers_out.last_modified_time = -1;
-    r->headers_out.last_modified = NULL;
-
-    ngx_omniroute_list_start(&it, &sr->headers_out.headers);
-
-    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
-
-        if (h->hash == 0) {
-            continue;
-        }
-
-        nh = ngx_list_push(&r->headers_out.headers);
-        if (nh == NULL) {
-            return NGX_ERROR;
-        }
-
-        *nh = *h;
-    }
-
-    return NGX_OK;
 }

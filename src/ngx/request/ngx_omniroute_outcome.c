@@ -14,9 +14,9 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_request.h"
+#include "or_outcome.h"
 
 
-#define NGX_OMNIROUTE_LOCKOUT_KEY_MAX  NGX_OMNIROUTE_KEY_MAX
 #define NGX_OMNIROUTE_HEADERS_MAX      64
 
 
@@ -46,16 +46,11 @@ static ngx_uint_t ngx_omniroute_lockout_failed(void *value, void *arg,
     or_msec_t *expires);
 static ngx_uint_t ngx_omniroute_lockout_succeeded(void *value, void *arg,
     or_msec_t *expires);
-static size_t ngx_omniroute_lockout_key(u_char *buf,
-    ngx_omniroute_candidate_t *cand, or_scope_e scope);
 static void ngx_omniroute_lockout_success(ngx_omniroute_store_t *st,
-    ngx_uint_t table, ngx_omniroute_candidate_t *cand, or_scope_e scope,
-    ngx_omniroute_outcome_t *o);
+    ngx_uint_t table, ngx_str_t *key, ngx_omniroute_outcome_t *o);
 static void ngx_omniroute_cool_siblings(ngx_http_request_t *r,
     ngx_omniroute_store_t *st, ngx_omniroute_candidate_t *cand,
     ngx_omniroute_outcome_t *o);
-static void ngx_omniroute_count_restatement(ngx_omniroute_store_t *st,
-    const char *rule);
 static void ngx_omniroute_log_breaker(ngx_http_request_t *r,
     ngx_omniroute_candidate_t *cand, or_breaker_result_t *res);
 
@@ -149,83 +144,77 @@ void
 ngx_omniroute_record_failure(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a)
 {
-    int                         status;
-    size_t                      len;
-    u_char                      key[NGX_OMNIROUTE_LOCKOUT_KEY_MAX];
-    ngx_uint_t                  lockout;
     ngx_str_t                   k;
+    ngx_uint_t                  skip_breaker;
     or_lockout_conf_t           rejected;
+    or_outcome_writes_t         w;
     ngx_omniroute_store_t      *st;
     ngx_omniroute_outcome_t     o;
-    ngx_omniroute_settings_t   *settings;
     ngx_omniroute_candidate_t  *cand;
 
     cand = a->cand;
     st = ngx_omniroute_store_of(r);
 
+    ngx_omniroute_count_attempt(r, a->verdict.reason);
+
+    if (a->verdict.restated_status) {
+        ngx_omniroute_count_restatement(r, a->verdict.restate_rule_id);
+    }
+
     if (st == NULL) {
         return;
     }
 
-    settings = ngx_omniroute_settings_of(r, cand->provider);
-
-    status = (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT)
-             ? 0 : (int) a->status;
-
-    if (a->verdict.restated_status) {
-        status = a->verdict.restated_status;
-        ngx_omniroute_count_restatement(st, a->verdict.restate_rule_id);
-    }
-
     ngx_memzero(&o, sizeof(ngx_omniroute_outcome_t));
-    o.settings = settings;
+    o.settings = cand->settings;
     o.verdict = &a->verdict;
-    o.status = status;
+    o.status = or_outcome_status(&a->verdict,
+                                 (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT)
+                                 ? 0 : (int) a->status, a->transport);
     o.start = a->start;
     o.now = ngx_omniroute_now();
 
-    (void) ngx_atomic_fetch_add(&st->sh->stats.attempts[a->verdict.reason],
-                                1);
+    w = or_outcome_writes(&a->verdict, o.status, a->transport,
+                          &o.settings->lockout, cand->conn->disable_cooling,
+                          cand->provider->class_conf.egress_bucketed,
+                          cand->conn->egress.len > 0);
+
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute outcome: \"%V\" %s status:%d writes:%xd",
+                   &cand->conn->id, or_reason_name(a->verdict.reason),
+                   o.status, w.mask);
 
     /* request_rejected counts per connection and model, never bans */
 
-    if (a->verdict.reason == OR_REASON_REQUEST_REJECTED) {
+    if (w.mask & OR_W_REJECTED) {
         or_lockout_conf_rejected(&rejected);
         o.lockout_conf = &rejected;
-        o.scope = OR_SCOPE_MODEL;
+        o.scope = w.scope;
 
-        len = ngx_omniroute_lockout_key(key, cand, OR_SCOPE_MODEL);
-        if (len) {
-            k.data = key;
-            k.len = len;
+        k = cand->route->lockout_key[0];
+
+        if (k.len) {
             (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_REJECTED,
                                               &k, sizeof(or_lockout_t),
                                               ngx_omniroute_lockout_failed,
                                               &o, 0);
         }
-
-        return;
     }
 
-    /*
-     * A failure the (opt-in) model lockout takes is the model's, not the
-     * connection's; every other one goes to the connection (R-ML-2).
-     */
-
-    lockout = (status && or_lockout_applies(&settings->lockout, status,
-                                            a->verdict.scope));
-
-    if (!lockout && !cand->conn->disable_cooling) {
+    if (w.mask & OR_W_CONN) {
         k = cand->conn->id;
         (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_CONN, &k,
                                           sizeof(or_conn_state_t),
                                           ngx_omniroute_conn_failed, &o, 0);
+    }
 
+    skip_breaker = o.cooldown.skip_breaker;
+
+    if (w.mask & OR_W_SIBLINGS) {
         ngx_omniroute_cool_siblings(r, st, cand, &o);
     }
 
-    if (!o.cooldown.skip_breaker
-        && or_breaker_counts_verdict(&a->verdict, status, a->transport))
+    if ((w.mask & OR_W_BREAKER) && !(w.breaker_unless_skip && skip_breaker))
     {
         k = cand->provider->name;
         (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_BREAKER, &k,
@@ -236,14 +225,14 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
         ngx_omniroute_log_breaker(r, cand, &o.breaker);
     }
 
-    if (lockout) {
-        o.lockout_conf = &settings->lockout;
-        o.scope = or_lockout_scope(status, a->verdict.scope);
+    if (w.mask & OR_W_LOCKOUT) {
+        o.lockout_conf = &o.settings->lockout;
+        o.scope = w.scope;
 
-        len = ngx_omniroute_lockout_key(key, cand, o.scope);
-        if (len) {
-            k.data = key;
-            k.len = len;
+        k = cand->route->lockout_key[
+                ngx_omniroute_lockout_scope_index(w.scope)];
+
+        if (k.len) {
             (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_LOCKOUT,
                                               &k, sizeof(or_lockout_t),
                                               ngx_omniroute_lockout_failed,
@@ -270,14 +259,6 @@ ngx_omniroute_cool_siblings(ngx_http_request_t *r, ngx_omniroute_store_t *st,
     or_egress_conn_t             failing, *sibs;
     ngx_omniroute_connection_t  *c, **conns;
     ngx_omniroute_main_conf_t   *omcf;
-
-    if (!cand->provider->class_conf.egress_bucketed
-        || cand->conn->egress.len == 0
-        || o->verdict->reason == OR_REASON_NONE
-        || or_classify_is_terminal(o->verdict->reason))
-    {
-        return;
-    }
 
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
     c = omcf->connections.elts;
@@ -342,7 +323,9 @@ void
 ngx_omniroute_record_success(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a)
 {
+    unsigned                    mask;
     ngx_str_t                   k;
+    ngx_uint_t                  i;
     or_lockout_conf_t           rejected;
     ngx_omniroute_store_t      *st;
     ngx_omniroute_outcome_t     o;
@@ -351,31 +334,26 @@ ngx_omniroute_record_success(ngx_http_request_t *r,
     cand = a->cand;
     st = ngx_omniroute_store_of(r);
 
+    ngx_omniroute_count_attempt(r, OR_REASON_NONE);
+
     if (st == NULL) {
         return;
     }
 
-    (void) ngx_atomic_fetch_add(&st->sh->stats.attempts[OR_REASON_NONE], 1);
+    mask = or_outcome_success_writes(cand->has_breaker, cand->has_conn,
+                                     cand->has_lockout, cand->has_rejected);
 
-    /*
-     * Only records that planning saw: one created since belongs to a
-     * failure after this attempt started, which a success of this
-     * attempt could not clear anyway (it is stale to it).  A healthy
-     * system writes nothing.
-     */
-
-    if (!(cand->has_breaker || cand->has_conn || cand->has_lockout
-          || cand->has_rejected))
-    {
+    if (mask == 0) {
+        /* a healthy system writes nothing */
         return;
     }
 
     ngx_memzero(&o, sizeof(ngx_omniroute_outcome_t));
-    o.settings = ngx_omniroute_settings_of(r, cand->provider);
+    o.settings = cand->settings;
     o.start = a->start;
     o.now = ngx_omniroute_now();
 
-    if (cand->has_breaker) {
+    if (mask & OR_W_BREAKER) {
         k = cand->provider->name;
         (void) ngx_omniroute_store_touch(st, NGX_OMNIROUTE_T_BREAKER, &k,
                                          sizeof(or_breaker_t),
@@ -385,77 +363,43 @@ ngx_omniroute_record_success(ngx_http_request_t *r,
         ngx_omniroute_log_breaker(r, cand, &o.breaker);
     }
 
-    if (cand->has_conn) {
+    if (mask & OR_W_CONN) {
         k = cand->conn->id;
         (void) ngx_omniroute_store_touch(st, NGX_OMNIROUTE_T_CONN, &k,
                                          sizeof(or_conn_state_t),
                                          ngx_omniroute_conn_succeeded, &o);
     }
 
-    if (cand->has_lockout) {
+    if (mask & OR_W_LOCKOUT) {
         o.lockout_conf = &o.settings->lockout;
-        ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_LOCKOUT, cand,
-                                      OR_SCOPE_MODEL, &o);
-        ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_LOCKOUT, cand,
-                                      OR_SCOPE_BASE_MODEL, &o);
-        ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_LOCKOUT, cand,
-                                      OR_SCOPE_QUOTA_FAMILY, &o);
+
+        for (i = 0; i < NGX_OMNIROUTE_LOCKOUT_SCOPES; i++) {
+            ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_LOCKOUT,
+                                          &cand->route->lockout_key[i], &o);
+        }
     }
 
-    if (cand->has_rejected) {
+    if (mask & OR_W_REJECTED) {
         or_lockout_conf_rejected(&rejected);
         o.lockout_conf = &rejected;
-        ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_REJECTED, cand,
-                                      OR_SCOPE_MODEL, &o);
+        ngx_omniroute_lockout_success(st, NGX_OMNIROUTE_T_REJECTED,
+                                      &cand->route->lockout_key[0], &o);
     }
 }
 
 
 static void
 ngx_omniroute_lockout_success(ngx_omniroute_store_t *st, ngx_uint_t table,
-    ngx_omniroute_candidate_t *cand, or_scope_e scope,
-    ngx_omniroute_outcome_t *o)
+    ngx_str_t *key, ngx_omniroute_outcome_t *o)
 {
-    u_char     key[NGX_OMNIROUTE_LOCKOUT_KEY_MAX];
     ngx_str_t  k;
 
-    k.len = ngx_omniroute_lockout_key(key, cand, scope);
-    k.data = key;
+    k = *key;
 
     if (k.len) {
         (void) ngx_omniroute_store_touch(st, table, &k, sizeof(or_lockout_t),
                                          ngx_omniroute_lockout_succeeded, o);
     }
-}
-
-
-/* "provider:connection:<scope>:<name>" (see or_lockout.h) */
-
-static size_t
-ngx_omniroute_lockout_key(u_char *buf, ngx_omniroute_candidate_t *cand,
-    or_scope_e scope)
-{
-    ngx_omniroute_provider_t  *p;
-
-    p = cand->provider;
-
-    return or_lockout_key((char *) buf, NGX_OMNIROUTE_LOCKOUT_KEY_MAX,
-                          (const char *) p->name.data, p->name.len,
-                          (const char *) cand->conn->id.data,
-                          cand->conn->id.len,
-                          (const char *) cand->target->model.data,
-                          cand->target->model.len, scope,
-                          p->families.elts, p->families.nelts);
-}
-
-
-/* the lockout keys of a candidate, for planning */
-
-size_t
-ngx_omniroute_candidate_lockout_key(u_char *buf,
-    ngx_omniroute_candidate_t *cand, or_scope_e scope)
-{
-    return ngx_omniroute_lockout_key(buf, cand, scope);
 }
 
 
@@ -567,134 +511,4 @@ ngx_omniroute_log_breaker(ngx_http_request_t *r,
                   "omniroute: circuit breaker of provider \"%V\" %s -> %s",
                   &cand->provider->name, or_breaker_state_name(res->from),
                   or_breaker_state_name(res->to));
-}
-
-
-void
-ngx_omniroute_count(ngx_http_request_t *r, ngx_uint_t outcome)
-{
-    ngx_omniroute_store_t  *st;
-
-    st = ngx_omniroute_store_of(r);
-
-    if (st && st->sh && outcome < NGX_OMNIROUTE_OUT_COUNT) {
-        (void) ngx_atomic_fetch_add(&st->sh->stats.requests[outcome], 1);
-    }
-}
-
-
-void
-ngx_omniroute_count_fallback(ngx_http_request_t *r, or_reason_e reason)
-{
-    ngx_omniroute_store_t  *st;
-
-    st = ngx_omniroute_store_of(r);
-
-    if (st && st->sh && (unsigned) reason < OR_REASON_COUNT) {
-        (void) ngx_atomic_fetch_add(&st->sh->stats.fallbacks[reason], 1);
-    }
-}
-
-
-static void
-ngx_omniroute_count_restatement(ngx_omniroute_store_t *st, const char *rule)
-{
-    size_t                       len;
-    ngx_uint_t                   i;
-    ngx_omniroute_rule_count_t  *rc;
-
-    if (st->sh == NULL) {
-        return;
-    }
-
-    if (rule == NULL) {
-        rule = "unnamed";
-    }
-
-    len = ngx_min(ngx_strlen(rule), NGX_OMNIROUTE_RULE_NAME_MAX - 1);
-
-    ngx_shmtx_lock(&st->shpool->mutex);
-
-    for (i = 0; i < NGX_OMNIROUTE_RULE_SLOTS; i++) {
-        rc = &st->sh->stats.restatements[i];
-
-        if (rc->name[0] == '\0') {
-            ngx_memcpy(rc->name, rule, len);
-            rc->name[len] = '\0';
-        }
-
-        if (ngx_strncmp(rc->name, rule, len) == 0 && rc->name[len] == '\0')
-        {
-            rc->count++;
-            break;
-        }
-    }
-
-    ngx_shmtx_unlock(&st->shpool->mutex);
-}
-
-
-/*
- * The held error becomes the client's response: restated status (status
- * line rebuilt) and Retry-After (R-CLASS-1); an upstream retry hint found
- * elsewhere (body text, rate-limit headers) becomes a Retry-After too
- * when the provider sent none (R-REQ-6).
- */
-
-ngx_int_t
-ngx_omniroute_apply_restatement(ngx_http_request_t *r,
-    ngx_omniroute_attempt_t *a)
-{
-    u_char                     *p;
-    ngx_str_t                   name, value;
-    ngx_int_t                   seconds;
-    ngx_uint_t                  found;
-    ngx_table_elt_t            *h;
-    ngx_omniroute_list_iter_t   it;
-
-    if (a->verdict.restated_status) {
-        r->headers_out.status = a->verdict.restated_status;
-        r->headers_out.status_line.len = 0;
-    }
-
-    found = 0;
-    ngx_omniroute_list_start(&it, &r->headers_out.headers);
-
-    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
-
-        if (h->hash != 0
-            && h->key.len == sizeof("Retry-After") - 1
-            && ngx_strncasecmp(h->key.data, (u_char *) "Retry-After",
-                               sizeof("Retry-After") - 1) == 0)
-        {
-            if (a->verdict.retry_after_s >= 0) {
-                h->hash = 0;      /* replaced by the restatement's */
-
-            } else {
-                found = 1;
-            }
-        }
-    }
-
-    if (a->verdict.retry_after_s >= 0) {
-        seconds = a->verdict.retry_after_s;
-
-    } else if (!found && a->verdict.hint_ms > 0) {
-        seconds = (ngx_int_t) ((a->verdict.hint_ms + 999) / 1000);
-
-    } else {
-        return NGX_OK;
-    }
-
-    p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    value.data = p;
-    value.len = ngx_sprintf(p, "%i", seconds) - p;
-
-    ngx_str_set(&name, "Retry-After");
-
-    return ngx_omniroute_add_header(r, &name, &value);
 }

@@ -2,11 +2,12 @@
 /*
  * Copyright (C) ngx_omniroute authors
  *
- * Planning (R-REQ-3, R-REQ-6): the candidates of a request minus those the
- * shared state excludes (provider breaker OPEN, connection cooldown or
- * terminal state, model lockout, request_rejected), in the order of the
- * combo's strategy; HALF_OPEN probe admission at dispatch; the 503/404
- * answer with diagnostics when nothing is runnable.
+ * Planning (R-REQ-3, R-REQ-6): the model's routes (built at configuration
+ * time) minus those the shared state excludes (provider breaker OPEN,
+ * connection cooldown or terminal state, model lockout, request_rejected),
+ * in the order of the combo's strategy.  In priority order the routes are
+ * checked only as far as the attempts need them, so a model served by
+ * many connections plans as fast as one served by a few.
  */
 
 
@@ -15,16 +16,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_request.h"
-
-
-#define NGX_OMNIROUTE_PLAN_PROVIDERS  16
-
-
-typedef struct {
-    ngx_omniroute_provider_t     *provider;
-    or_msec_t                     retry_after;  /* 0: eligible */
-    ngx_uint_t                    exists;
-} ngx_omniroute_breaker_view_t;
+#include "or_plan.h"
 
 
 typedef struct {
@@ -38,202 +30,444 @@ typedef struct {
 } ngx_omniroute_select_t;
 
 
-typedef struct {
-    ngx_omniroute_settings_t     *settings;
-    or_msec_t                     now;
-    or_cb_admit_e                 admit;
-} ngx_omniroute_admit_t;
-
-
-static or_msec_t ngx_omniroute_lockout_retry(ngx_omniroute_store_t *st,
-    ngx_uint_t table, ngx_omniroute_candidate_t *cand, or_scope_e scope,
-    or_msec_t now, ngx_uint_t *found);
-static const char *ngx_omniroute_check(ngx_omniroute_store_t *st,
-    ngx_omniroute_candidate_t *cand, ngx_omniroute_settings_t *settings,
-    or_msec_t breaker_retry, or_msec_t now, or_msec_t *retry);
+static ngx_int_t ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_route_t *route);
+static ngx_omniroute_provider_state_t *ngx_omniroute_plan_provider(
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
+static ngx_int_t ngx_omniroute_plan_peek(ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_order(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_store_t *st, or_msec_t now);
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_store_t *st);
+static void ngx_omniroute_pin_first(ngx_omniroute_ctx_t *ctx,
+    ngx_str_t *conn);
 static ngx_uint_t ngx_omniroute_select_update(void *value, void *arg,
-    or_msec_t *expires);
-static ngx_uint_t ngx_omniroute_admit_update(void *value, void *arg,
     or_msec_t *expires);
 
 
 /*
- * Keeps the eligible candidates (in strategy order) and records why the
- * others were left out.  NGX_DECLINED: none is eligible.
+ * The routes of the model the client named: a declared alias or combo
+ * (hash lookup, routes built at configuration time), or "provider/model"
+ * for a declared provider (its connections by priority).
  */
 
 ngx_int_t
-ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+ngx_omniroute_plan_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
-    or_msec_t                      now, retry;
-    ngx_uint_t                     i, j, n, nviews;
-    const char                    *reason;
-    or_breaker_t                   cb;
-    ngx_omniroute_store_t         *st;
-    ngx_omniroute_settings_t      *settings;
-    ngx_omniroute_candidate_t     *cand;
-    ngx_omniroute_main_conf_t     *omcf;
-    ngx_omniroute_breaker_view_t   views[NGX_OMNIROUTE_PLAN_PROVIDERS], *bv;
+    u_char                     *msg, *slash;
+    ngx_int_t                   pi;
+    ngx_str_t                   pname;
+    ngx_array_t                 routes;
+    ngx_omniroute_target_t     *t;
+    ngx_omniroute_main_conf_t  *omcf;
 
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
 
-    if (ngx_array_init(&ctx->excluded, r->pool, 2,
-                       sizeof(ngx_omniroute_excluded_t))
-        != NGX_OK)
+    ctx->entry = ngx_omniroute_model_lookup(omcf, &ctx->model);
+
+    if (ctx->entry) {
+        ctx->routes = ctx->entry->routes.elts;
+        ctx->nroutes = ctx->entry->routes.nelts;
+
+    } else {
+        slash = ngx_strlchr(ctx->model.data, ctx->model.data + ctx->model.len,
+                            '/');
+        pi = NGX_ERROR;
+
+        if (slash && slash + 1 < ctx->model.data + ctx->model.len) {
+            pname.data = ctx->model.data;
+            pname.len = slash - ctx->model.data;
+            pi = ngx_omniroute_provider_lookup(omcf, &pname);
+        }
+
+        if (pi == NGX_ERROR) {
+            msg = ngx_pnalloc(r->pool, ctx->model.len + 64);
+            if (msg == NULL) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
+
+            ngx_sprintf(msg, "the model \"%V\" does not exist%Z",
+                        &ctx->model);
+
+            return ngx_omniroute_reject(ctx, NGX_HTTP_NOT_FOUND,
+                                        "model_not_found", (char *) msg);
+        }
+
+        t = ngx_palloc(r->pool, sizeof(ngx_omniroute_target_t));
+        if (t == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        t->provider = pi;
+        t->model.data = slash + 1;
+        t->model.len = ctx->model.data + ctx->model.len - t->model.data;
+
+        if (ngx_array_init(&routes, r->pool, 4,
+                           sizeof(ngx_omniroute_route_t))
+            != NGX_OK
+            || ngx_omniroute_routes_add(r->pool, &routes, omcf, t) != NGX_OK)
+        {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ctx->routes = routes.elts;
+        ctx->nroutes = routes.nelts;
+    }
+
+    if (ctx->nroutes == 0) {
+        return ngx_omniroute_reject(ctx, NGX_HTTP_NOT_FOUND,
+                                    "no_executable_targets",
+                                    "no connection serves this model");
+    }
+
+    if (ngx_array_init(&ctx->candidates, r->pool, 4,
+                       sizeof(ngx_omniroute_candidate_t *))
+        != NGX_OK
+        || ngx_array_init(&ctx->excluded, r->pool, 2,
+                          sizeof(ngx_omniroute_excluded_t))
+           != NGX_OK
+        || ngx_array_init(&ctx->attempts, r->pool, 2,
+                          sizeof(ngx_omniroute_attempt_t))
+           != NGX_OK)
     {
-        return NGX_ERROR;
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-
-    if (omcf->shm_zone == NULL) {
-        return NGX_OK;
-    }
-
-    st = &omcf->store;
-    now = ngx_omniroute_now();
-
-    cand = ctx->candidates.elts;
-    nviews = 0;
-    n = 0;
-
-    for (i = 0; i < ctx->candidates.nelts; i++) {
-
-        settings = ngx_omniroute_settings_of(r, cand[i].provider);
-
-        /* the provider's breaker, read once per provider */
-
-        bv = NULL;
-
-        for (j = 0; j < nviews; j++) {
-            if (views[j].provider == cand[i].provider) {
-                bv = &views[j];
-                break;
-            }
-        }
-
-        if (bv == NULL) {
-            bv = (nviews < NGX_OMNIROUTE_PLAN_PROVIDERS) ? &views[nviews++]
-                                                          : &views[0];
-            bv->provider = cand[i].provider;
-            bv->retry_after = 0;
-            bv->exists = 0;
-
-            if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_BREAKER,
-                                         &cand[i].provider->name, &cb,
-                                         sizeof(or_breaker_t))
-                == NGX_OK)
-            {
-                bv->exists = 1;
-                bv->retry_after = or_breaker_retry_after(&settings->breaker,
-                                                         &cb, now);
-            }
-        }
-
-        cand[i].has_breaker = bv->exists;
-
-        reason = ngx_omniroute_check(st, &cand[i], settings,
-                                     bv->retry_after, now, &retry);
-
-        if (reason) {
-            if (ngx_omniroute_plan_exclude(ctx, &cand[i], reason, retry)
-                != NGX_OK)
-            {
-                return NGX_ERROR;
-            }
-
-            continue;
-        }
-
-        cand[n++] = cand[i];
-    }
-
-    ctx->candidates.nelts = n;
-
-    if (n == 0) {
-        return NGX_DECLINED;
-    }
-
-    if (ngx_omniroute_order(r, ctx, st, now) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    ngx_omniroute_affinity_apply(r, ctx);
 
     return NGX_OK;
 }
 
 
 /*
- * Why the shared state excludes a candidate (NULL: it does not) and for
- * how long (*retry, ms; -1: no timer).  Records which state exists.
+ * The eligible candidates and why the others were left out.  A strategy
+ * other than priority, and a session pin, need every route checked (they
+ * order them all); priority order checks them as the attempts go.
+ * NGX_DECLINED: none is eligible.
  */
 
-static const char *
-ngx_omniroute_check(ngx_omniroute_store_t *st,
-    ngx_omniroute_candidate_t *cand, ngx_omniroute_settings_t *settings,
-    or_msec_t breaker_retry, or_msec_t now, or_msec_t *retry)
+ngx_int_t
+ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
-    ngx_uint_t       found;
-    or_conn_state_t  cs;
+    ngx_int_t                   rc;
+    ngx_str_t                   pinned;
+    ngx_omniroute_main_conf_t  *omcf;
 
-    if (breaker_retry > 0) {
-        *retry = breaker_retry;
-        return "circuit_open";
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    ngx_str_null(&pinned);
+
+    rc = ngx_omniroute_affinity_pinned(r, ctx, &pinned);
+    if (rc == NGX_ERROR) {
+        return NGX_ERROR;
     }
 
-    /* the connection's cooldown or terminal state */
+    ctx->lazy = (pinned.len == 0
+                 && (ctx->entry == NULL
+                     || ctx->entry->strategy == OR_STRATEGY_PRIORITY));
 
-    cand->has_conn = (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_CONN,
-                                               &cand->conn->id, &cs,
-                                               sizeof(or_conn_state_t))
-                      == NGX_OK);
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute plan: model \"%V\", %ui routes, %s",
+                   &ctx->model, ctx->nroutes,
+                   ctx->lazy ? "checked as needed" : "all checked");
 
-    if (cand->has_conn && !or_cooldown_eligible(&cs, now)) {
-        *retry = or_cooldown_retry_after(&cs, now);
-        return (*retry < 0) ? "terminal" : "provider_cooldown";
+    if (ctx->lazy) {
+        rc = ngx_omniroute_plan_peek(ctx);
+        ctx->plan_excluded = ctx->excluded.nelts;
+        return rc;
     }
 
-    /* model lockout (opt-in), scope-aware: any of the three keys */
-
-    found = 0;
-    *retry = 0;
-
-    if (settings->lockout.enabled) {
-        *retry = ngx_max(*retry,
-                         ngx_omniroute_lockout_retry(st,
-                             NGX_OMNIROUTE_T_LOCKOUT, cand, OR_SCOPE_MODEL,
-                             now, &found));
-        *retry = ngx_max(*retry,
-                         ngx_omniroute_lockout_retry(st,
-                             NGX_OMNIROUTE_T_LOCKOUT, cand,
-                             OR_SCOPE_BASE_MODEL, now, &found));
-        *retry = ngx_max(*retry,
-                         ngx_omniroute_lockout_retry(st,
-                             NGX_OMNIROUTE_T_LOCKOUT, cand,
-                             OR_SCOPE_QUOTA_FAMILY, now, &found));
+    while (ctx->scanned < ctx->nroutes) {
+        if (ngx_omniroute_plan_check(ctx, &ctx->routes[ctx->scanned++])
+            == NGX_ERROR)
+        {
+            return NGX_ERROR;
+        }
     }
 
-    cand->has_lockout = found ? 1 : 0;
+    ctx->plan_excluded = ctx->excluded.nelts;
 
-    if (*retry > 0) {
-        return "model_lockout";
+    if (ctx->candidates.nelts == 0) {
+        return NGX_DECLINED;
     }
 
-    /* request_rejected for this connection and model */
+    if (omcf->shm_zone
+        && ngx_omniroute_order(r, ctx, &omcf->store) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
 
-    found = 0;
-    *retry = ngx_omniroute_lockout_retry(st, NGX_OMNIROUTE_T_REJECTED, cand,
-                                         OR_SCOPE_MODEL, now, &found);
-    cand->has_rejected = found ? 1 : 0;
+    if (pinned.len) {
+        ngx_omniroute_pin_first(ctx, &pinned);
+    }
 
-    return (*retry > 0) ? "unavailable" : NULL;
+    return NGX_OK;
+}
+
+
+/*
+ * Checks one route against the shared state: NGX_OK (a candidate now),
+ * NGX_DECLINED (excluded, with its reason), NGX_ERROR.
+ */
+
+static ngx_int_t
+ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_route_t *route)
+{
+    size_t                           i;
+    or_msec_t                        now, retry;
+    or_lockout_t                     lockout[NGX_OMNIROUTE_LOCKOUT_SCOPES];
+    or_lockout_t                     rejected;
+    or_plan_view_t                   view;
+    or_conn_state_t                  cs;
+    or_exclusion_e                   excl;
+    ngx_omniroute_store_t           *st;
+    ngx_omniroute_candidate_t       *cand, **slot;
+    ngx_omniroute_main_conf_t       *omcf;
+    ngx_omniroute_provider_state_t  *ps;
+
+    omcf = ngx_http_get_module_main_conf(ctx->request,
+                                         ngx_http_omniroute_module);
+
+    ps = ngx_omniroute_plan_provider(ctx, route->provider);
+    if (ps == NULL) {
+        return NGX_ERROR;
+    }
+
+    cand = ngx_pcalloc(ctx->request->pool, sizeof(ngx_omniroute_candidate_t));
+    if (cand == NULL) {
+        return NGX_ERROR;
+    }
+
+    cand->route = route;
+    cand->conn = route->conn;
+    cand->provider = route->provider;
+    cand->target = route->target;
+    cand->settings = &ps->settings;
+
+    if (omcf->shm_zone) {
+        st = &omcf->store;
+        now = ngx_omniroute_now();
+
+        ngx_memzero(&view, sizeof(or_plan_view_t));
+        view.breaker_conf = &ps->settings.breaker;
+        view.lockout_enabled = ps->settings.lockout.enabled;
+
+        if (ps->has_breaker) {
+            view.breaker = &ps->breaker;
+        }
+
+        if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_CONN,
+                                     &route->conn->id, &cs,
+                                     sizeof(or_conn_state_t))
+            == NGX_OK)
+        {
+            view.conn = &cs;
+        }
+
+        if (view.lockout_enabled
+            && !ngx_omniroute_store_empty(st, NGX_OMNIROUTE_T_LOCKOUT))
+        {
+            for (i = 0; i < NGX_OMNIROUTE_LOCKOUT_SCOPES; i++) {
+                if (route->lockout_key[i].len
+                    && ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_LOCKOUT,
+                                                &route->lockout_key[i],
+                                                &lockout[i],
+                                                sizeof(or_lockout_t))
+                       == NGX_OK)
+                {
+                    view.lockout[i] = &lockout[i];
+                }
+            }
+        }
+
+        if (route->lockout_key[0].len
+            && !ngx_omniroute_store_empty(st, NGX_OMNIROUTE_T_REJECTED)
+            && ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_REJECTED,
+                                        &route->lockout_key[0], &rejected,
+                                        sizeof(or_lockout_t))
+               == NGX_OK)
+        {
+            view.rejected = &rejected;
+        }
+
+        cand->has_breaker = ps->has_breaker;
+        cand->has_conn = (view.conn != NULL);
+        cand->has_lockout = (view.lockout[0] || view.lockout[1]
+                             || view.lockout[2]);
+        cand->has_rejected = (view.rejected != NULL);
+
+        excl = or_plan_exclusion(&view, now, &retry);
+
+        if (excl != OR_EXCL_NONE) {
+            ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log,
+                           0, "omniroute plan: \"%V\" excluded: %s, "
+                           "retry %L ms", &route->conn->id,
+                           or_exclusion_name(excl), (int64_t) retry);
+
+            if (ngx_omniroute_plan_exclude(ctx, route, or_exclusion_name(excl),
+                                           retry)
+                != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+
+            return NGX_DECLINED;
+        }
+    }
+
+    slot = ngx_array_push(&ctx->candidates);
+    if (slot == NULL) {
+        return NGX_ERROR;
+    }
+
+    *slot = cand;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                   "omniroute plan: \"%V\" eligible", &route->conn->id);
+
+    return NGX_OK;
+}
+
+
+/*
+ * What this request knows of a provider: the settings in force (runtime
+ * overrides included) and its breaker record, each read once.
+ */
+
+static ngx_omniroute_provider_state_t *
+ngx_omniroute_plan_provider(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_provider_t *p)
+{
+    ngx_omniroute_main_conf_t       *omcf;
+    ngx_omniroute_provider_state_t  *ps;
+
+    for (ps = ctx->providers; ps; ps = ps->next) {
+        if (ps->provider == p) {
+            return ps;
+        }
+    }
+
+    omcf = ngx_http_get_module_main_conf(ctx->request,
+                                         ngx_http_omniroute_module);
+
+    ps = ngx_palloc(ctx->request->pool,
+                    sizeof(ngx_omniroute_provider_state_t));
+    if (ps == NULL) {
+        return NULL;
+    }
+
+    ps->provider = p;
+    ngx_omniroute_settings_effective(omcf, p, &ps->settings);
+
+    ps->has_breaker = (omcf->shm_zone
+                       && ngx_omniroute_store_read(&omcf->store,
+                                                   NGX_OMNIROUTE_T_BREAKER,
+                                                   &p->name, &ps->breaker,
+                                                   sizeof(or_breaker_t))
+                          == NGX_OK);
+
+    ps->next = ctx->providers;
+    ctx->providers = ps;
+
+    return ps;
+}
+
+
+/* the settings in force for provider p during this request */
+
+ngx_omniroute_settings_t *
+ngx_omniroute_plan_settings(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_provider_t *p)
+{
+    ngx_omniroute_provider_state_t  *ps;
+
+    ps = ngx_omniroute_plan_provider(ctx, p);
+
+    return ps ? &ps->settings : &p->settings;
+}
+
+
+/*
+ * Makes sure candidate ctx->next exists, checking further routes in
+ * priority order when needed: NGX_OK, NGX_DECLINED (none left), NGX_ERROR.
+ */
+
+static ngx_int_t
+ngx_omniroute_plan_peek(ngx_omniroute_ctx_t *ctx)
+{
+    ngx_int_t  rc;
+
+    while (ctx->next >= ctx->candidates.nelts) {
+
+        if (!ctx->lazy || ctx->scanned >= ctx->nroutes) {
+            return NGX_DECLINED;
+        }
+
+        rc = ngx_omniroute_plan_check(ctx, &ctx->routes[ctx->scanned++]);
+
+        if (rc == NGX_ERROR) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* the next candidate to dispatch, or NULL when none is left */
+
+ngx_omniroute_candidate_t *
+ngx_omniroute_plan_next(ngx_omniroute_ctx_t *ctx)
+{
+    if (ngx_omniroute_plan_peek(ctx) != NGX_OK) {
+        return NULL;
+    }
+
+    return ((ngx_omniroute_candidate_t **) ctx->candidates.elts)[ctx->next++];
+}
+
+
+/*
+ * A queued request tries again from the first candidate: with every route
+ * checked, the planned candidates (admission exclusions are dropped);
+ * checked as needed, the routes are checked again from the first.
+ */
+
+void
+ngx_omniroute_plan_restart(ngx_omniroute_ctx_t *ctx)
+{
+    ctx->next = 0;
+    ctx->saw_full = 0;
+
+    if (ctx->lazy) {
+        ctx->scanned = 0;
+        ctx->candidates.nelts = 0;
+        ctx->excluded.nelts = 0;
+        return;
+    }
+
+    ctx->excluded.nelts = ctx->plan_excluded;
+}
+
+
+ngx_uint_t
+ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a)
+{
+    return a->verdict.fall_over && ngx_omniroute_may_continue(ctx);
+}
+
+
+/* another attempt is possible: a candidate is left and the limit allows */
+
+ngx_uint_t
+ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx)
+{
+    return ctx->attempts.nelts < (ngx_uint_t) ctx->lcf->max_attempts
+           && ngx_omniroute_plan_peek(ctx) == NGX_OK;
 }
 
 
 ngx_int_t
 ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_candidate_t *cand, const char *reason, or_msec_t retry_after)
+    ngx_omniroute_route_t *route, const char *reason, or_msec_t retry_after)
 {
     ngx_omniroute_excluded_t  *ex;
 
@@ -242,13 +476,7 @@ ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
         return NGX_ERROR;
     }
 
-    ex->cand = ngx_palloc(ctx->excluded.pool,
-                          sizeof(ngx_omniroute_candidate_t));
-    if (ex->cand == NULL) {
-        return NGX_ERROR;
-    }
-
-    *ex->cand = *cand;
+    ex->route = route;
     ex->reason = reason;
     ex->retry_after = retry_after;
 
@@ -256,53 +484,20 @@ ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
 }
 
 
-static or_msec_t
-ngx_omniroute_lockout_retry(ngx_omniroute_store_t *st, ngx_uint_t table,
-    ngx_omniroute_candidate_t *cand, or_scope_e scope, or_msec_t now,
-    ngx_uint_t *found)
-{
-    u_char        buf[NGX_OMNIROUTE_KEY_MAX];
-    ngx_str_t     key;
-    or_lockout_t  lo;
-
-    if (ngx_omniroute_store_empty(st, table)) {
-        return 0;
-    }
-
-    key.len = ngx_omniroute_candidate_lockout_key(buf, cand, scope);
-    key.data = buf;
-
-    if (key.len == 0
-        || ngx_omniroute_store_read(st, table, &key, &lo,
-                                    sizeof(or_lockout_t))
-           != NGX_OK)
-    {
-        return 0;
-    }
-
-    *found = 1;
-
-    if (!or_lockout_active(&lo, now)) {
-        return 0;
-    }
-
-    return or_lockout_retry_after(&lo, now);
-}
-
-
 /* the combo's strategy orders the eligible candidates (shared state) */
 
 static ngx_int_t
 ngx_omniroute_order(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_store_t *st, or_msec_t now)
+    ngx_omniroute_store_t *st)
 {
-    uint32_t                    *order, crc;
+    uint32_t                    *order;
     or_cand_t                   *oc;
+    or_msec_t                    now;
     ngx_atomic_t                *counter;
     or_rand_t                    rnd;
     ngx_uint_t                   i, n;
     ngx_omniroute_select_t       sel;
-    ngx_omniroute_candidate_t   *cand, *sorted;
+    ngx_omniroute_candidate_t  **cand, **sorted;
 
     n = ctx->candidates.nelts;
 
@@ -313,33 +508,25 @@ ngx_omniroute_order(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     }
 
     cand = ctx->candidates.elts;
+    now = ngx_omniroute_now();
 
     oc = ngx_pcalloc(r->pool, n * sizeof(or_cand_t));
     order = ngx_palloc(r->pool, n * sizeof(uint32_t));
-    sorted = ngx_palloc(r->pool, n * sizeof(ngx_omniroute_candidate_t));
+    sorted = ngx_palloc(r->pool, n * sizeof(ngx_omniroute_candidate_t *));
 
     if (oc == NULL || order == NULL || sorted == NULL) {
         return NGX_ERROR;
     }
 
     for (i = 0; i < n; i++) {
-        /* a stable id: target position and connection id */
-        ngx_crc32_init(crc);
-        ngx_crc32_update(&crc, (u_char *) &cand[i].target->model.len,
-                         sizeof(size_t));
-        ngx_crc32_update(&crc, cand[i].target->model.data,
-                         cand[i].target->model.len);
-        ngx_crc32_update(&crc, cand[i].conn->id.data, cand[i].conn->id.len);
-        ngx_crc32_final(crc);
-
-        oc[i].id = crc;
-        oc[i].priority = (int64_t) cand[i].order;
-        oc[i].weight = (uint32_t) cand[i].conn->weight;
-        oc[i].max_concurrent = (uint32_t) cand[i].conn->max_concurrent;
-        oc[i].cost = cand[i].conn->cost;
+        oc[i].id = cand[i]->route->id;
+        oc[i].priority = (int64_t) cand[i]->route->order;
+        oc[i].weight = (uint32_t) cand[i]->conn->weight;
+        oc[i].max_concurrent = (uint32_t) cand[i]->conn->max_concurrent;
+        oc[i].cost = cand[i]->conn->cost;
         oc[i].reset_at = OR_MSEC_NONE;
 
-        counter = ngx_omniroute_inflight(st, &cand[i].conn->id);
+        counter = ngx_omniroute_inflight(st, &cand[i]->conn->id);
         if (counter) {
             oc[i].in_flight = (uint32_t) *counter;
         }
@@ -376,7 +563,11 @@ ngx_omniroute_order(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         sorted[i] = cand[order[i]];
     }
 
-    ngx_memcpy(cand, sorted, n * sizeof(ngx_omniroute_candidate_t));
+    ngx_memcpy(cand, sorted, n * sizeof(ngx_omniroute_candidate_t *));
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute plan: strategy %d puts \"%V\" first",
+                   ctx->entry->strategy, &cand[0]->conn->id);
 
     return NGX_OK;
 }
@@ -394,202 +585,38 @@ ngx_omniroute_select_update(void *value, void *arg, or_msec_t *expires)
 }
 
 
-/*
- * At dispatch: NGX_DECLINED when the provider's breaker is open, or is
- * HALF_OPEN and another request holds its single probe (R-CB-4).
- */
+/* the pinned connection, when eligible, goes first (R-AFF-1) */
 
-ngx_int_t
-ngx_omniroute_admit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_candidate_t *cand, const char **reason)
+static void
+ngx_omniroute_pin_first(ngx_omniroute_ctx_t *ctx, ngx_str_t *conn)
 {
-    or_breaker_t                cb;
-    or_conn_state_t             cs;
-    ngx_omniroute_admit_t       adm;
-    ngx_omniroute_settings_t   *settings;
-    ngx_omniroute_main_conf_t  *omcf;
+    ngx_uint_t                   i;
+    ngx_omniroute_candidate_t  **cand, *tmp;
 
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+    cand = ctx->candidates.elts;
 
-    /* the first attempt, on a provider that had no breaker record at all
-     * when planning an instant ago: nothing to check */
-
-    if (ctx->attempts.nelts == 0 && !cand->has_breaker) {
-        return NGX_OK;
-    }
-
-    /* a fallback: the connection may have been cooled since planning (by
-     * a sibling's failure, or by another worker) */
-
-    if (ctx->attempts.nelts > 0 && omcf->shm_zone
-        && ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_CONN,
-                                    &cand->conn->id, &cs,
-                                    sizeof(or_conn_state_t))
-           == NGX_OK
-        && !or_cooldown_eligible(&cs, ngx_omniroute_now()))
-    {
-        *reason = "provider_cooldown";
-        return NGX_DECLINED;
-    }
-
-    *reason = "circuit_open";
-
-    if (omcf->shm_zone == NULL
-        || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_BREAKER,
-                                    &cand->provider->name, &cb,
-                                    sizeof(or_breaker_t))
-           != NGX_OK)
-    {
-        return NGX_OK;
-    }
-
-    settings = ngx_omniroute_settings_of(r, cand->provider);
-
-    adm.settings = settings;
-    adm.now = ngx_omniroute_now();
-    adm.admit = OR_CB_ALLOW;
-
-    /* the breaker may have opened since planning (this very request) */
-
-    if (or_breaker_state(&settings->breaker, &cb, adm.now) != OR_CB_HALF_OPEN)
-    {
-        return or_breaker_eligible(&settings->breaker, &cb, adm.now)
-               ? NGX_OK : NGX_DECLINED;
-    }
-
-    (void) ngx_omniroute_store_update(&omcf->store, NGX_OMNIROUTE_T_BREAKER,
-                                      &cand->provider->name,
-                                      sizeof(or_breaker_t),
-                                      ngx_omniroute_admit_update, &adm, 0);
-
-    return (adm.admit == OR_CB_DENY) ? NGX_DECLINED : NGX_OK;
-}
-
-
-static ngx_uint_t
-ngx_omniroute_admit_update(void *value, void *arg, or_msec_t *expires)
-{
-    ngx_omniroute_admit_t *adm = arg;
-
-    or_msec_t     retry;
-    or_breaker_t  before;
-
-    before = *(or_breaker_t *) value;
-
-    adm->admit = or_breaker_admit(&adm->settings->breaker, value, adm->now,
-                                  &retry);
-
-    return ngx_memcmp(&before, value, sizeof(or_breaker_t)) == 0
-           ? NGX_OMNIROUTE_UNCHANGED : NGX_OMNIROUTE_CHANGED;
-}
-
-
-/*
- * Nothing runnable (R-REQ-6): 503 all_targets_cooling_down with
- * Retry-After (earliest expiry) when a timer excluded something, else 404
- * no_executable_targets; both with diagnostics.excluded.
- */
-
-ngx_int_t
-ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx)
-{
-    u_char                    *p, *target;
-    size_t                     len;
-    json_t                    *doc, *list, *item;
-    or_msec_t                  earliest;
-    ngx_str_t                  name, value;
-    ngx_uint_t                 i, status;
-    const char                *code, *msg;
-    ngx_omniroute_excluded_t  *ex;
-
-    earliest = -1;
-    ex = ctx->excluded.elts;
-
-    list = json_array();
-    if (list == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    for (i = 0; i < ctx->excluded.nelts; i++) {
-
-        if (ex[i].retry_after >= 0
-            && (earliest < 0 || ex[i].retry_after < earliest))
+    for (i = 0; i < ctx->candidates.nelts; i++) {
+        if (cand[i]->conn->id.len == conn->len
+            && ngx_strncmp(cand[i]->conn->id.data, conn->data, conn->len)
+               == 0)
         {
-            earliest = ex[i].retry_after;
+            break;
         }
-
-        target = ngx_pnalloc(r->pool, ex[i].cand->provider->name.len + 1
-                                      + ex[i].cand->target->model.len);
-        if (target == NULL) {
-            json_decref(list);
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        len = ngx_sprintf(target, "%V/%V", &ex[i].cand->provider->name,
-                          &ex[i].cand->target->model)
-              - target;
-
-        item = json_pack("{s:s%,s:s%,s:s}",
-                         "target", target, len,
-                         "connection", ex[i].cand->conn->id.data,
-                         ex[i].cand->conn->id.len,
-                         "reason", ex[i].reason);
-        if (item == NULL) {
-            json_decref(list);
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        if (ex[i].retry_after >= 0) {
-            json_object_set_new(item, "retry_after_s",
-                                json_integer((ex[i].retry_after + 999)
-                                             / 1000));
-        } else {
-            json_object_set_new(item, "retry_after_s", json_null());
-        }
-
-        json_array_append_new(list, item);
     }
 
-    if (earliest >= 0) {
-        status = NGX_HTTP_SERVICE_UNAVAILABLE;
-        code = "all_targets_cooling_down";
-        msg = "every target of this model is cooling down; retry later";
-
-        p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
-        if (p == NULL) {
-            json_decref(list);
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        value.data = p;
-        value.len = ngx_sprintf(p, "%L", (int64_t) ngx_max((earliest + 999)
-                                                            / 1000, 1))
-                    - p;
-        ngx_str_set(&name, "Retry-After");
-
-        if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
-            json_decref(list);
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_COOLING_DOWN);
-
-    } else {
-        status = NGX_HTTP_NOT_FOUND;
-        code = "no_executable_targets";
-        msg = "no connection can serve this model";
-        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_NO_TARGETS);
+    if (i == ctx->candidates.nelts) {
+        /* no longer eligible: the next success re-pins */
+        return;
     }
 
-    doc = json_pack("{s:{s:s,s:s,s:s},s:{s:o}}",
-                    "error", "message", msg, "type",
-                    earliest >= 0 ? "rate_limit_error"
-                                  : "invalid_request_error",
-                    "code", code, "diagnostics", "excluded", list);
-    if (doc == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    tmp = cand[i];
+
+    for ( /* void */ ; i > 0; i--) {
+        cand[i] = cand[i - 1];
     }
 
-    return ngx_omniroute_send_json(r, status, doc);
+    cand[0] = tmp;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                   "omniroute plan: session pinned to \"%V\"", conn);
 }

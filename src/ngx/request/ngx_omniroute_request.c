@@ -2,10 +2,12 @@
 /*
  * Copyright (C) ngx_omniroute authors
  *
- * The client-facing request: omniroute_pass content handler, body read and
- * JSON parse, model resolution, and the attempt loop.  Each attempt is a
- * subrequest to the internal attempt location, which proxies it with the
- * values of the attempt (see DESIGN §2 and docs/architecture.md).
+ * The client-facing request: omniroute_pass content handler, the body
+ * (scanned once for its model, never parsed into a tree), and the attempt
+ * loop.  Each attempt is a subrequest to the internal attempt location,
+ * which proxies it with the values of the attempt; its body is the
+ * client's bytes with only the model value replaced (see
+ * docs/architecture.md).
  */
 
 
@@ -14,40 +16,21 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_request.h"
-
-
-#define NGX_OMNIROUTE_SLOT_FULL     ((ngx_atomic_t *) -1)
-#define NGX_OMNIROUTE_QUEUE_POLL    25      /* ms between slot checks */
+#include "or_json.h"
 
 
 static void ngx_omniroute_body_handler(ngx_http_request_t *r);
-static ngx_int_t ngx_omniroute_parse_body(ngx_http_request_t *r,
+static ngx_int_t ngx_omniroute_scan_body(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
-static ngx_int_t ngx_omniroute_plan(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
-static ngx_int_t ngx_omniroute_reject(ngx_omniroute_ctx_t *ctx,
-    ngx_uint_t status, const char *code, const char *message);
-static void ngx_omniroute_json_cleanup(void *data);
 static ngx_int_t ngx_omniroute_start_attempt(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_attempt_body(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_target_t *t);
+    ngx_omniroute_ctx_t *ctx, ngx_http_request_t *sr,
+    ngx_omniroute_target_t *t);
 static ngx_int_t ngx_omniroute_attempt_done(ngx_http_request_t *sr,
     void *data, ngx_int_t rc);
 static void ngx_omniroute_parent_handler(ngx_http_request_t *r);
-static ngx_atomic_t *ngx_omniroute_acquire_slot(ngx_http_request_t *r,
-    ngx_omniroute_candidate_t *cand);
-static ngx_int_t ngx_omniroute_hold_slot(ngx_http_request_t *r,
-    ngx_omniroute_attempt_t *a, ngx_atomic_t *counter);
-static ngx_int_t ngx_omniroute_queue(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
 static void ngx_omniroute_queue_retry(ngx_event_t *ev);
-static void ngx_omniroute_queue_leave(void *data);
-static void ngx_omniroute_inflight_done(void *data);
-static ngx_int_t ngx_omniroute_send_held(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
-static ngx_int_t ngx_omniroute_send_transport_error(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 
 
 ngx_int_t
@@ -75,6 +58,7 @@ ngx_omniroute_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    ctx->request = r;
     ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
 
     ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
@@ -109,10 +93,10 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    rc = ngx_omniroute_parse_body(r, ctx);
+    rc = ngx_omniroute_scan_body(r, ctx);
 
     if (rc == NGX_OK) {
-        rc = ngx_omniroute_plan(r, ctx);
+        rc = ngx_omniroute_plan_routes(r, ctx);
     }
 
     if (rc != NGX_OK) {
@@ -135,13 +119,14 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
 
     if (rc == NGX_OK) {
         r->write_event_handler = ngx_omniroute_parent_handler;
-        ctx->plan_excluded = ctx->excluded.nelts;
         rc = ngx_omniroute_start_attempt(r, ctx);
     }
 
     if (rc == NGX_BUSY) {
         /* every eligible connection is at its max_concurrent */
-        rc = ngx_omniroute_queue(r, ctx);
+        ctx->wait.handler = ngx_omniroute_queue_retry;
+
+        rc = ngx_omniroute_queue_enter(r, ctx);
 
         if (rc == NGX_DONE) {
             return;
@@ -164,276 +149,137 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
 }
 
 
+/*
+ * One pass over the client's body: valid JSON, an object, and where its
+ * top-level "model" value is; nothing else is read or kept.
+ */
+
 static ngx_int_t
-ngx_omniroute_parse_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
-    u_char              *p;
-    json_t              *root, *model;
-    json_error_t         err;
-    ngx_pool_cleanup_t  *cln;
+    u_char          *p;
+    long             n;
+    or_json_rc_e     rc;
+    or_json_value_t *m;
 
     if (ctx->body.len == 0) {
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
-                                        "invalid_json",
-                                        "the request body is empty; "
-                                        "expected a JSON object");
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST, "invalid_json",
+                                    "the request body is empty; expected a "
+                                    "JSON object");
     }
 
-    root = json_loadb((const char *) ctx->body.data, ctx->body.len,
-                      JSON_REJECT_DUPLICATES, &err);
+    rc = or_json_scan((const char *) ctx->body.data, ctx->body.len,
+                      &ctx->scan);
 
-    if (root == NULL) {
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute body: %uz bytes, scan %s at %uz",
+                   ctx->body.len, or_json_rc_name(rc), ctx->scan.error_at);
+
+    switch (rc) {
+
+    case OR_JSON_OK:
+        break;
+
+    case OR_JSON_EMPTY:
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST, "invalid_json",
+                                    "the request body is empty; expected a "
+                                    "JSON object");
+
+    case OR_JSON_NOT_OBJECT:
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST, "invalid_json",
+                                    "the request body must be a JSON "
+                                    "object");
+
+    default:
         p = ngx_pnalloc(r->pool, 200);
         if (p == NULL) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
 
-        ngx_snprintf(p, 200, "the request body is not valid JSON: %s "
-                     "(at byte %d)%Z", err.text, err.position);
+        if (rc == OR_JSON_DUP_MODEL) {
+            ngx_snprintf(p, 200, "the request body has more than one "
+                         "\"model\" (at byte %uz)%Z", ctx->scan.error_at);
 
+        } else {
+            ngx_snprintf(p, 200, "the request body is not valid JSON: %s "
+                         "(at byte %uz)%Z", ctx->scan.error
+                                             ? ctx->scan.error : "error",
+                         ctx->scan.error_at);
+        }
+
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST, "invalid_json",
+                                    (char *) p);
+    }
+
+    m = &ctx->scan.model;
+
+    if (m->type == OR_JSON_ABSENT) {
         return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
-                                        "invalid_json", (char *) p);
+                                    "missing_model",
+                                    "the request body has no \"model\"");
     }
 
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (cln == NULL) {
-        json_decref(root);
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    cln->handler = ngx_omniroute_json_cleanup;
-    cln->data = root;
-    ctx->json = root;
-
-    if (!json_is_object(root)) {
+    if (m->type != OR_JSON_STRING || m->end - m->start <= 2) {
         return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
-                                        "invalid_json",
-                                        "the request body must be a JSON "
-                                        "object");
+                                    "invalid_model",
+                                    "\"model\" must be a non-empty string");
     }
 
-    model = json_object_get(root, "model");
+    /* the model's text: in the body itself unless it has escapes */
 
-    if (model == NULL) {
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
-                                        "missing_model",
-                                        "the request body has no \"model\"");
+    if (!m->escaped) {
+        ctx->model.data = ctx->body.data + m->start + 1;
+        ctx->model.len = m->end - m->start - 2;
+        return NGX_OK;
     }
 
-    if (!json_is_string(model) || json_string_length(model) == 0) {
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
-                                        "invalid_model",
-                                        "\"model\" must be a non-empty "
-                                        "string");
-    }
-
-    /* a pool copy: the JSON string is replaced when the model is rewritten */
-
-    ctx->model.len = json_string_length(model);
-    ctx->model.data = ngx_pnalloc(r->pool, ctx->model.len);
+    ctx->model.data = ngx_pnalloc(r->pool, m->end - m->start);
     if (ctx->model.data == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    ngx_memcpy(ctx->model.data, json_string_value(model), ctx->model.len);
+    n = or_json_string_decode((const char *) ctx->body.data + m->start,
+                              m->end - m->start, (char *) ctx->model.data);
+    if (n <= 0) {
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
+                                    "invalid_model",
+                                    "\"model\" must be a non-empty string");
+    }
+
+    ctx->model.len = (size_t) n;
 
     return NGX_OK;
-}
-
-
-/* a client error, answered by the body handler */
-
-static ngx_int_t
-ngx_omniroute_reject(ngx_omniroute_ctx_t *ctx, ngx_uint_t status,
-    const char *code, const char *message)
-{
-    ctx->error_code = code;
-    ctx->error_message = message;
-
-    return status;
-}
-
-
-static void
-ngx_omniroute_json_cleanup(void *data)
-{
-    json_decref((json_t *) data);
 }
 
 
 /*
- * Candidates: for each target of the model in order, the provider's
- * connections by ascending priority (declaration order breaks ties).
+ * The next candidate the breaker admits (one HALF_OPEN probe) with a free
+ * concurrency slot becomes an attempt.  NGX_DECLINED: no candidate left;
+ * NGX_BUSY: the ones left are at their max_concurrent.
  */
-
-static ngx_int_t
-ngx_omniroute_plan(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
-{
-    u_char                      *msg, *slash;
-    ngx_str_t                    pname;
-    ngx_uint_t                   i, j, k, l, n;
-    ngx_omniroute_model_t       *m, *model;
-    ngx_omniroute_target_t      *t, *targets, direct;
-    ngx_omniroute_provider_t    *p;
-    ngx_omniroute_candidate_t   *cand, tmp;
-    ngx_omniroute_connection_t  *c;
-    ngx_omniroute_main_conf_t   *omcf;
-
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
-
-    model = NULL;
-    m = omcf->models.elts;
-
-    for (i = 0; i < omcf->models.nelts; i++) {
-        if (m[i].name.len == ctx->model.len
-            && ngx_strncmp(m[i].name.data, ctx->model.data, ctx->model.len)
-               == 0)
-        {
-            model = &m[i];
-            ctx->entry = model;
-            break;
-        }
-    }
-
-    p = omcf->providers.elts;
-
-    if (model) {
-        targets = model->targets.elts;
-        n = model->targets.nelts;
-
-    } else {
-        /* "provider/model" names a declared provider directly */
-
-        slash = ngx_strlchr(ctx->model.data, ctx->model.data + ctx->model.len,
-                            '/');
-        n = 0;
-        targets = &direct;
-
-        if (slash && slash + 1 < ctx->model.data + ctx->model.len) {
-            pname.data = ctx->model.data;
-            pname.len = slash - ctx->model.data;
-
-            for (i = 0; i < omcf->providers.nelts; i++) {
-                if (p[i].name.len == pname.len
-                    && ngx_strncmp(p[i].name.data, pname.data, pname.len)
-                       == 0)
-                {
-                    direct.provider = i;
-                    direct.model.data = slash + 1;
-                    direct.model.len = ctx->model.data + ctx->model.len
-                                       - direct.model.data;
-                    n = 1;
-                    break;
-                }
-            }
-        }
-
-        if (n == 0) {
-            msg = ngx_pnalloc(r->pool, ctx->model.len + 64);
-            if (msg == NULL) {
-                return NGX_HTTP_INTERNAL_SERVER_ERROR;
-            }
-
-            ngx_sprintf(msg, "the model \"%V\" does not exist%Z",
-                        &ctx->model);
-
-            return ngx_omniroute_reject(ctx, NGX_HTTP_NOT_FOUND,
-                                            "model_not_found", (char *) msg);
-        }
-
-        t = ngx_palloc(r->pool, sizeof(ngx_omniroute_target_t));
-        if (t == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        *t = direct;
-        targets = t;
-    }
-
-    if (ngx_array_init(&ctx->candidates, r->pool, 4,
-                       sizeof(ngx_omniroute_candidate_t))
-        != NGX_OK
-        || ngx_array_init(&ctx->attempts, r->pool, 2,
-                          sizeof(ngx_omniroute_attempt_t))
-           != NGX_OK)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    c = omcf->connections.elts;
-
-    for (i = 0; i < n; i++) {
-        t = &targets[i];
-        k = ctx->candidates.nelts;
-
-        for (j = 0; j < omcf->connections.nelts; j++) {
-            if (c[j].provider != t->provider) {
-                continue;
-            }
-
-            cand = ngx_array_push(&ctx->candidates);
-            if (cand == NULL) {
-                return NGX_HTTP_INTERNAL_SERVER_ERROR;
-            }
-
-            cand->conn = &c[j];
-            cand->provider = &p[t->provider];
-            cand->target = t;
-            cand->order = ctx->candidates.nelts - 1;
-        }
-
-        /* stable insertion sort of this target's connections by priority */
-
-        cand = ctx->candidates.elts;
-
-        for (j = k + 1; j < ctx->candidates.nelts; j++) {
-            tmp = cand[j];
-
-            for (l = j; l > k && cand[l - 1].conn->priority
-                                 > tmp.conn->priority; l--)
-            {
-                cand[l] = cand[l - 1];
-            }
-
-            cand[l] = tmp;
-        }
-    }
-
-    if (ctx->candidates.nelts == 0) {
-        return ngx_omniroute_reject(ctx, NGX_HTTP_NOT_FOUND,
-                                        "no_executable_targets",
-                                        "no connection serves this model");
-    }
-
-    return NGX_OK;
-}
-
 
 static ngx_int_t
 ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
-    const char                    *reason;
-    ngx_atomic_t                  *counter;
-    ngx_http_request_t            *sr;
-    ngx_http_request_body_t       *rb;
-    ngx_omniroute_attempt_t       *a;
-    ngx_omniroute_candidate_t     *cand;
-
-    /*
-     * The next candidate the breaker admits (one HALF_OPEN probe) with a
-     * free concurrency slot.
-     */
+    const char                 *reason;
+    ngx_atomic_t               *counter;
+    ngx_http_request_t         *sr;
+    ngx_omniroute_attempt_t    *a;
+    ngx_omniroute_candidate_t  *cand;
 
     for ( ;; ) {
-        if (ctx->next >= ctx->candidates.nelts) {
+        cand = ngx_omniroute_plan_next(ctx);
+
+        if (cand == NULL) {
+            ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "omniroute: no candidate left%s",
+                           ctx->saw_full ? ", some at max_concurrent" : "");
+
             return ctx->saw_full ? NGX_BUSY : NGX_DECLINED;
         }
 
-        cand = (ngx_omniroute_candidate_t *) ctx->candidates.elts
-               + ctx->next++;
-
         if (ngx_omniroute_admit(r, ctx, cand, &reason) != NGX_OK) {
-            if (ngx_omniroute_plan_exclude(ctx, cand, reason, 1000)
+            if (ngx_omniroute_plan_exclude(ctx, cand->route, reason, 1000)
                 != NGX_OK)
             {
                 return NGX_ERROR;
@@ -442,9 +288,7 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
             continue;
         }
 
-        counter = ngx_omniroute_acquire_slot(r, cand);
-
-        if (counter != NGX_OMNIROUTE_SLOT_FULL) {
+        if (ngx_omniroute_acquire_slot(r, cand, &counter) == NGX_OK) {
             break;
         }
 
@@ -452,14 +296,12 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         ctx->saw_full = 1;
     }
 
-    if (ngx_omniroute_attempt_body(r, ctx, cand->target) != NGX_OK
-        || ngx_omniroute_attempt_url(r, ctx, cand->provider) != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
     a = ngx_array_push(&ctx->attempts);
     if (a == NULL) {
+        if (counter) {
+            (void) ngx_atomic_fetch_add(counter, -1);
+        }
+
         return NGX_ERROR;
     }
 
@@ -468,9 +310,16 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     a->start = ngx_omniroute_now();
     ctx->current = a;
 
-    if (ngx_omniroute_hold_slot(r, a, counter) != NGX_OK) {
+    if (ngx_omniroute_hold_slot(r, a, counter) != NGX_OK
+        || ngx_omniroute_attempt_url(r, ctx, cand->provider) != NGX_OK)
+    {
         return NGX_ERROR;
     }
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute: attempt %ui on \"%V\" (model \"%V\")",
+                   ctx->attempts.nelts, &cand->conn->id,
+                   &cand->target->model);
 
     ctx->ps.handler = ngx_omniroute_attempt_done;
     ctx->ps.data = ctx;
@@ -486,88 +335,123 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     sr->method = r->method;
     sr->method_name = r->method_name;
 
-    rb = ngx_pcalloc(r->pool, sizeof(ngx_http_request_body_t));
-    if (rb == NULL) {
+    if (ngx_omniroute_attempt_body(r, ctx, sr, cand->target) != NGX_OK) {
         return NGX_ERROR;
     }
-
-    rb->bufs = ngx_alloc_chain_link(r->pool);
-    if (rb->bufs == NULL) {
-        return NGX_ERROR;
-    }
-
-    rb->bufs->buf = ngx_calloc_buf(r->pool);
-    if (rb->bufs->buf == NULL) {
-        return NGX_ERROR;
-    }
-
-    rb->bufs->next = NULL;
-    rb->bufs->buf->memory = 1;
-    rb->bufs->buf->last_buf = 1;
-    rb->bufs->buf->start = ctx->sent_body.data;
-    rb->bufs->buf->pos = ctx->sent_body.data;
-    rb->bufs->buf->last = ctx->sent_body.data + ctx->sent_body.len;
-    rb->bufs->buf->end = rb->bufs->buf->last;
-    rb->rest = 0;
-
-    sr->request_body = rb;
 
     return ngx_omniroute_attempt_headers(r, sr, cand);
 }
 
 
-/* the client body with the target's upstream model; reused when unchanged */
+/*
+ * The attempt's body: the client's bytes, with only the model value
+ * replaced by the target's upstream model (JSON-quoted) when they differ;
+ * no byte is copied, the buffers point into the client's body.
+ */
 
 static ngx_int_t
 ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_target_t *t)
+    ngx_http_request_t *sr, ngx_omniroute_target_t *t)
 {
-    char    *text;
-    size_t   len;
+    u_char                   *base;
+    size_t                    len;
+    ngx_uint_t                i, n;
+    ngx_str_t                 part[3];
+    ngx_buf_t                *b;
+    ngx_chain_t              *cl, **ll;
+    or_json_value_t          *m;
+    ngx_http_request_body_t  *rb;
 
-    if (ctx->sent_body.data
-        && ctx->sent_model.len == t->model.len
-        && ngx_strncmp(ctx->sent_model.data, t->model.data, t->model.len)
-           == 0)
-    {
-        return NGX_OK;
-    }
-
-    ctx->sent_model = t->model;
+    base = ctx->body.data;
+    m = &ctx->scan.model;
 
     if (t->model.len == ctx->model.len
         && ngx_strncmp(t->model.data, ctx->model.data, t->model.len) == 0)
     {
-        ctx->sent_body = ctx->body;
-        return NGX_OK;
+        part[0] = ctx->body;
+        n = 1;
+
+    } else {
+        if (ctx->sent_model.data == NULL
+            || ctx->sent_model.len != t->model.len
+            || ngx_strncmp(ctx->sent_model.data, t->model.data,
+                           t->model.len)
+               != 0)
+        {
+            /* the upstream model as a JSON string, once per target */
+
+            len = or_json_quoted_len((const char *) t->model.data,
+                                     t->model.len);
+
+            ctx->quoted_model.data = ngx_pnalloc(r->pool, len);
+            if (ctx->quoted_model.data == NULL) {
+                return NGX_ERROR;
+            }
+
+            ctx->quoted_model.len =
+                (u_char *) or_json_quote((char *) ctx->quoted_model.data,
+                                         (const char *) t->model.data,
+                                         t->model.len)
+                - ctx->quoted_model.data;
+
+            ctx->sent_model = t->model;
+        }
+
+        part[0].data = base;
+        part[0].len = m->start;
+        part[1] = ctx->quoted_model;
+        part[2].data = base + m->end;
+        part[2].len = ctx->body.len - m->end;
+        n = 3;
     }
 
-    if (json_object_set_new(ctx->json, "model",
-                            json_stringn((const char *) t->model.data,
-                                         t->model.len))
-        != 0)
-    {
+    rb = ngx_pcalloc(r->pool, sizeof(ngx_http_request_body_t));
+    if (rb == NULL) {
         return NGX_ERROR;
     }
 
-    len = json_dumpb(ctx->json, NULL, 0, JSON_COMPACT|JSON_PRESERVE_ORDER);
-    if (len == 0) {
+    ll = &rb->bufs;
+    len = 0;
+    b = NULL;
+
+    for (i = 0; i < n; i++) {
+        if (part[i].len == 0) {
+            continue;
+        }
+
+        b = ngx_calloc_buf(r->pool);
+        cl = ngx_alloc_chain_link(r->pool);
+        if (b == NULL || cl == NULL) {
+            return NGX_ERROR;
+        }
+
+        b->memory = 1;
+        b->start = part[i].data;
+        b->pos = part[i].data;
+        b->last = part[i].data + part[i].len;
+        b->end = b->last;
+
+        cl->buf = b;
+        *ll = cl;
+        ll = &cl->next;
+
+        len += part[i].len;
+    }
+
+    *ll = NULL;
+
+    if (b == NULL) {
         return NGX_ERROR;
     }
 
-    text = ngx_pnalloc(r->pool, len);
-    if (text == NULL) {
-        return NGX_ERROR;
-    }
+    b->last_buf = 1;
+    rb->rest = 0;
 
-    if (json_dumpb(ctx->json, text, len, JSON_COMPACT|JSON_PRESERVE_ORDER)
-        != len)
-    {
-        return NGX_ERROR;
-    }
+    sr->request_body = rb;
+    sr->headers_in.content_length_n = len;
 
-    ctx->sent_body.data = (u_char *) text;
-    ctx->sent_body.len = len;
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute: attempt body %uz bytes in %ui parts", len, n);
 
     return NGX_OK;
 }
@@ -590,7 +474,7 @@ ngx_omniroute_attempt_done(ngx_http_request_t *sr, void *data, ngx_int_t rc)
 
     a->done = 1;
 
-    ngx_omniroute_inflight_done(a);
+    ngx_omniroute_release_slot(a);
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
                    "omniroute attempt done: rc:%i state:%d status:%ui",
@@ -656,6 +540,10 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
     ngx_omniroute_record_failure(r, a);
 
     if (ngx_omniroute_may_fall_over(ctx, a)) {
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "omniroute: \"%V\" failed (%s), falling over",
+                       &a->cand->conn->id, or_reason_name(a->verdict.reason));
+
         ngx_omniroute_count_fallback(r, a->verdict.reason);
 
         rc = ngx_omniroute_start_attempt(r, ctx);
@@ -675,6 +563,10 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
 
     ctx->current = NULL;
 
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute: no further attempt, %s to the client",
+                   ctx->last_held ? "the held error" : "a transport error");
+
     if (ctx->last_held) {
         ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
         rc = ngx_omniroute_send_held(r, ctx, ctx->last_held);
@@ -688,265 +580,7 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
 }
 
 
-ngx_uint_t
-ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_attempt_t *a)
-{
-    return a->verdict.fall_over && ngx_omniroute_may_continue(ctx);
-}
-
-
-/* another attempt is possible: candidates and the attempt limit allow */
-
-ngx_uint_t
-ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx)
-{
-    return ctx->next < ctx->candidates.nelts
-           && ctx->attempts.nelts < (ngx_uint_t) ctx->lcf->max_attempts;
-}
-
-
-/* every attempt failed: the client gets the latest held provider error */
-
-static ngx_int_t
-ngx_omniroute_send_held(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_attempt_t *a)
-{
-    ngx_int_t     rc;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
-
-    if (ngx_omniroute_copy_response_headers(r, a->sr) != NGX_OK
-        || ngx_omniroute_apply_restatement(r, a) != NGX_OK
-        || ngx_omniroute_add_route_headers(r, ctx) != NGX_OK)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    b = a->body;
-
-    r->headers_out.content_length_n = b ? b->last - b->pos : 0;
-
-    if (b == NULL || b->last == b->pos) {
-        r->header_only = 1;
-    }
-
-    rc = ngx_http_send_header(r);
-
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    b->last_buf = 1;
-    b->last_in_chain = 1;
-
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_output_filter(r, &out);
-}
-
-
-static ngx_int_t
-ngx_omniroute_send_transport_error(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a)
-{
-    if (ngx_omniroute_add_route_headers(r, ctx) != NGX_OK) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    if (a->status == NGX_HTTP_GATEWAY_TIME_OUT) {
-        return ngx_omniroute_send_error(r, NGX_HTTP_GATEWAY_TIME_OUT,
-                                        "upstream_error", "upstream_timeout",
-                                        "the provider did not respond in "
-                                        "time");
-    }
-
-    return ngx_omniroute_send_error(r, NGX_HTTP_BAD_GATEWAY,
-                                    "upstream_error", "upstream_unavailable",
-                                    "the provider could not be reached");
-}
-
-
-/*
- * The settings in force for provider p during this request: read once
- * (they may carry runtime overrides from the shared zone).
- */
-
-ngx_omniroute_settings_t *
-ngx_omniroute_settings_of(ngx_http_request_t *r, ngx_omniroute_provider_t *p)
-{
-    ngx_uint_t                          i;
-    ngx_omniroute_ctx_t                *ctx;
-    ngx_omniroute_main_conf_t          *omcf;
-    ngx_omniroute_provider_settings_t  *ps;
-
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
-    ctx = ngx_http_get_module_ctx(r->main, ngx_http_omniroute_module);
-
-    if (ctx == NULL) {
-        return &p->settings;
-    }
-
-    for (i = 0; i < ctx->nsettings; i++) {
-        if (ctx->settings[i].provider == p) {
-            return &ctx->settings[i].settings;
-        }
-    }
-
-    i = (ctx->nsettings < NGX_OMNIROUTE_SETTINGS_CACHE)
-        ? ctx->nsettings++ : NGX_OMNIROUTE_SETTINGS_CACHE - 1;
-
-    ps = &ctx->settings[i];
-    ps->provider = p;
-
-    ngx_omniroute_settings_effective(omcf, p, &ps->settings);
-
-    return &ps->settings;
-}
-
-
-/*
- * In-flight attempts per connection, for the strategies that read them
- * and for max_concurrent: a slot is taken at dispatch (compare-and-set
- * below the cap), held until the attempt is over or the request goes away
- * (pool cleanup), whichever comes first.  NULL: not counted;
- * NGX_OMNIROUTE_SLOT_FULL: the connection is at its cap.
- */
-
-static ngx_atomic_t *
-ngx_omniroute_acquire_slot(ngx_http_request_t *r,
-    ngx_omniroute_candidate_t *cand)
-{
-    ngx_atomic_t               *counter;
-    ngx_atomic_uint_t           n;
-    ngx_omniroute_main_conf_t  *omcf;
-
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
-
-    if (!omcf->track_inflight || omcf->shm_zone == NULL) {
-        return NULL;
-    }
-
-    counter = ngx_omniroute_inflight(&omcf->store, &cand->conn->id);
-    if (counter == NULL) {
-        return NULL;
-    }
-
-    if (cand->conn->max_concurrent == 0) {
-        (void) ngx_atomic_fetch_add(counter, 1);
-        return counter;
-    }
-
-    for ( ;; ) {
-        n = *counter;
-
-        if (n >= cand->conn->max_concurrent) {
-            return NGX_OMNIROUTE_SLOT_FULL;
-        }
-
-        if (ngx_atomic_cmp_set(counter, n, n + 1)) {
-            return counter;
-        }
-    }
-}
-
-
-static ngx_int_t
-ngx_omniroute_hold_slot(ngx_http_request_t *r, ngx_omniroute_attempt_t *a,
-    ngx_atomic_t *counter)
-{
-    ngx_pool_cleanup_t  *cln;
-
-    if (counter == NULL) {
-        return NGX_OK;
-    }
-
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (cln == NULL) {
-        (void) ngx_atomic_fetch_add(counter, -1);
-        return NGX_ERROR;
-    }
-
-    cln->handler = ngx_omniroute_inflight_done;
-    cln->data = a;
-
-    a->inflight = counter;
-
-    return NGX_OK;
-}
-
-
-static void
-ngx_omniroute_inflight_done(void *data)
-{
-    ngx_omniroute_attempt_t *a = data;
-
-    if (a->inflight) {
-        (void) ngx_atomic_fetch_add(a->inflight, -1);
-        a->inflight = NULL;
-    }
-}
-
-
-/*
- * R-CONC-1/2: every eligible connection is at its max_concurrent: the
- * request waits for a slot (checked every NGX_OMNIROUTE_QUEUE_POLL ms) at
- * most the queue wait budget; a full queue answers 429 at once.  Returns
- * NGX_DONE when queued, else what to finalize the request with.
- */
-
-static ngx_int_t
-ngx_omniroute_queue(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
-{
-    ngx_atomic_uint_t                 n;
-    ngx_pool_cleanup_t               *cln;
-    ngx_omniroute_main_conf_t        *omcf;
-    ngx_omniroute_global_settings_t   g;
-
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
-    ngx_omniroute_settings_global(omcf, &g);
-
-    n = ngx_atomic_fetch_add(&omcf->store.sh->queued, 1);
-
-    if (g.max_queue_depth > 0 && n >= (ngx_atomic_uint_t) g.max_queue_depth)
-    {
-        (void) ngx_atomic_fetch_add(&omcf->store.sh->queued, -1);
-        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_COOLING_DOWN);
-
-        return ngx_omniroute_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
-                                        "rate_limit_error",
-                                        "RATE_LIMIT_QUEUE_FULL",
-                                        "the request queue is full");
-    }
-
-    ctx->queued = 1;
-
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (cln == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    cln->handler = ngx_omniroute_queue_leave;
-    cln->data = r;
-
-    ctx->wait_until = ngx_omniroute_now() + g.queue_max_wait_ms;
-
-    ctx->wait.handler = ngx_omniroute_queue_retry;
-    ctx->wait.data = r;
-    ctx->wait.log = r->connection->log;
-
-    /* a client that goes away while waiting ends the request */
-    r->read_event_handler = ngx_http_test_reading;
-
-    ngx_add_timer(&ctx->wait, NGX_OMNIROUTE_QUEUE_POLL);
-
-    ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "omniroute: queued for a concurrency slot");
-
-    return NGX_DONE;
-}
-
+/* a queued request's poll: the candidates again, from the first */
 
 static void
 ngx_omniroute_queue_retry(ngx_event_t *ev)
@@ -960,20 +594,15 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
     c = r->connection;
     ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
 
-    /* try the candidates again, from the first */
-
-    ctx->next = 0;
-    ctx->saw_full = 0;
-    ctx->excluded.nelts = ctx->plan_excluded;
+    ngx_omniroute_plan_restart(ctx);
 
     rc = ngx_omniroute_start_attempt(r, ctx);
 
-    if (rc == NGX_BUSY && ngx_omniroute_now() < ctx->wait_until) {
-        ngx_add_timer(&ctx->wait, NGX_OMNIROUTE_QUEUE_POLL);
+    if (rc == NGX_BUSY && ngx_omniroute_queue_wait(ctx) == NGX_OK) {
         return;
     }
 
-    ngx_omniroute_queue_leave(r);
+    ngx_omniroute_queue_leave(ctx);
 
     switch (rc) {
 
@@ -999,32 +628,4 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
     }
 
     ngx_http_run_posted_requests(c);
-}
-
-
-/* out of the queue: the count, the timer (also at request end) */
-
-static void
-ngx_omniroute_queue_leave(void *data)
-{
-    ngx_http_request_t *r = data;
-
-    ngx_omniroute_ctx_t        *ctx;
-    ngx_omniroute_main_conf_t  *omcf;
-
-    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
-
-    if (ctx == NULL || !ctx->queued) {
-        return;
-    }
-
-    ctx->queued = 0;
-
-    if (ctx->wait.timer_set) {
-        ngx_del_timer(&ctx->wait);
-    }
-
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
-
-    (void) ngx_atomic_fetch_add(&omcf->store.sh->queued, -1);
 }

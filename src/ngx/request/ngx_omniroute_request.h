@@ -16,17 +16,33 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include <jansson.h>
-
 #include "ngx_omniroute.h"
+#include "or_json.h"
 
 
-/* one candidate: a connection serving one target */
+/* what a request knows of a provider: each read once per request */
+typedef struct ngx_omniroute_provider_state_s
+                                  ngx_omniroute_provider_state_t;
+
+struct ngx_omniroute_provider_state_s {
+    ngx_omniroute_provider_t     *provider;
+    ngx_omniroute_settings_t      settings;     /* in force (runtime) */
+    or_breaker_t                  breaker;      /* as planning read it */
+    ngx_uint_t                    has_breaker;
+    ngx_omniroute_provider_state_t  *next;
+};
+
+
+/*
+ * An eligible route of this request: what planning found (the settings in
+ * force, which records exist) travels with it to dispatch and outcome.
+ */
 typedef struct {
-    ngx_omniroute_connection_t   *conn;
+    ngx_omniroute_route_t        *route;
+    ngx_omniroute_connection_t   *conn;         /* route's, for brevity */
     ngx_omniroute_provider_t     *provider;
     ngx_omniroute_target_t       *target;
-    ngx_uint_t                    order;        /* position in config order */
+    ngx_omniroute_settings_t     *settings;     /* in force (runtime) */
     unsigned                      has_breaker:1;    /* records seen by */
     unsigned                      has_conn:1;       /* planning: only */
     unsigned                      has_lockout:1;    /* these are touched */
@@ -34,19 +50,9 @@ typedef struct {
 } ngx_omniroute_candidate_t;
 
 
-/* the settings in force for a provider, computed once per request */
+/* a route left out by planning or dispatch, for the 503 diagnostics */
 typedef struct {
-    ngx_omniroute_provider_t     *provider;
-    ngx_omniroute_settings_t      settings;
-} ngx_omniroute_provider_settings_t;
-
-
-#define NGX_OMNIROUTE_SETTINGS_CACHE  4
-
-
-/* a candidate left out by planning, for the 503 diagnostics */
-typedef struct {
-    ngx_omniroute_candidate_t    *cand;
+    ngx_omniroute_route_t        *route;
     const char                   *reason;       /* circuit_open, ... */
     or_msec_t                     retry_after;  /* ms; -1: no timer */
 } ngx_omniroute_excluded_t;
@@ -81,14 +87,21 @@ typedef struct {
 
 
 typedef struct {
+    ngx_http_request_t           *request;      /* the client's */
     ngx_omniroute_loc_conf_t     *lcf;
     ngx_str_t                     body;         /* client body, contiguous */
     ngx_str_t                     model;        /* model the client named */
-    json_t                       *json;         /* parsed client body */
-    ngx_str_t                     sent_model;   /* model in sent_body */
-    ngx_str_t                     sent_body;    /* body with upstream model */
+    or_json_scan_t                scan;         /* where its values are */
+    ngx_str_t                     sent_model;   /* of quoted_model */
+    ngx_str_t                     quoted_model; /* as a JSON string */
     ngx_omniroute_model_t        *entry;        /* alias or combo, or NULL */
-    ngx_array_t                   candidates;   /* ngx_omniroute_candidate_t */
+    ngx_omniroute_route_t        *routes;       /* in the order tried */
+    ngx_uint_t                    nroutes;
+    ngx_uint_t                    scanned;      /* routes planning checked */
+    ngx_uint_t                    lazy;         /* routes checked as needed
+                                                   (priority order) */
+    ngx_array_t                   candidates;   /* ngx_omniroute_candidate_t:
+                                                   eligible, in order */
     ngx_array_t                   excluded;     /* ngx_omniroute_excluded_t */
     ngx_uint_t                    next;         /* next candidate to try */
     ngx_array_t                   attempts;     /* ngx_omniroute_attempt_t */
@@ -97,9 +110,8 @@ typedef struct {
     ngx_str_t                     upstream_url; /* of the current attempt */
     ngx_http_post_subrequest_t    ps;
     ngx_buf_t                    *error_page;   /* JSON for an nginx page */
-    ngx_omniroute_provider_settings_t
-                                  settings[NGX_OMNIROUTE_SETTINGS_CACHE];
-    ngx_uint_t                    nsettings;
+    ngx_omniroute_provider_state_t
+                                 *providers;    /* read so far */
     ngx_str_t                     pin_key;      /* model|session hash */
     ngx_event_t                   wait;         /* queued for a slot */
     or_msec_t                     wait_until;
@@ -112,69 +124,93 @@ typedef struct {
 } ngx_omniroute_ctx_t;
 
 
-/* attempt and response headers (ngx_omniroute_headers.c) */
+/*
+ * The files of the request path, in the order a request meets them; a
+ * file calls only the ones after it (filter.c and variables.c are called
+ * by nginx and read what the others computed).
+ */
+
+/* request.c: content handler, body, the attempt loop */
+
+/* plan.c: model and routes, eligibility, strategy order, settings */
+ngx_int_t ngx_omniroute_plan_routes(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_plan_eligible(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_omniroute_candidate_t *ngx_omniroute_plan_next(ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_plan_restart(ngx_omniroute_ctx_t *ctx);
+ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a);
+ngx_uint_t ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_route_t *route, const char *reason, or_msec_t retry_after);
+ngx_omniroute_settings_t *ngx_omniroute_plan_settings(
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
+
+/* affinity.c: session pins */
+ngx_int_t ngx_omniroute_affinity_key(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_affinity_pinned(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_str_t *conn);
+void ngx_omniroute_affinity_record(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+
+/* dispatch.c: admission, concurrency slots, the wait queue */
+ngx_int_t ngx_omniroute_admit(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand,
+    const char **reason);
+ngx_int_t ngx_omniroute_acquire_slot(ngx_http_request_t *r,
+    ngx_omniroute_candidate_t *cand, ngx_atomic_t **counter);
+ngx_int_t ngx_omniroute_hold_slot(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a, ngx_atomic_t *counter);
+void ngx_omniroute_release_slot(ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_queue_enter(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_queue_wait(ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_queue_leave(void *data);
+
+/* headers.c: an attempt's URL and request headers */
 ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
 ngx_int_t ngx_omniroute_attempt_headers(ngx_http_request_t *r,
     ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
-ngx_int_t ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
-    ngx_http_request_t *sr);
-ngx_int_t ngx_omniroute_add_route_headers(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
 
-/* the attempt loop (ngx_omniroute_request.c) */
-ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_attempt_t *a);
-ngx_uint_t ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx);
-ngx_omniroute_settings_t *ngx_omniroute_settings_of(ngx_http_request_t *r,
-    ngx_omniroute_provider_t *p);
-
-/* JSON errors (ngx_omniroute_error.c) */
-ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
-ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *code, const char *message);
-
-/* planning (ngx_omniroute_plan.c) */
-ngx_int_t ngx_omniroute_plan_eligible(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
-ngx_int_t ngx_omniroute_admit(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand,
-    const char **reason);
-ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_candidate_t *cand, const char *reason,
-    or_msec_t retry_after);
-ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
-
-/* session affinity (ngx_omniroute_affinity.c) */
-ngx_int_t ngx_omniroute_affinity_key(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
-void ngx_omniroute_affinity_apply(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
-void ngx_omniroute_affinity_record(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
-
-/* outcomes (ngx_omniroute_outcome.c) */
+/* outcome.c: classify an attempt and record it in the shared state */
 void ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a);
 void ngx_omniroute_record_failure(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
 void ngx_omniroute_record_success(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
+
+/* response.c: all that the client gets */
+ngx_int_t ngx_omniroute_reject(ngx_omniroute_ctx_t *ctx, ngx_uint_t status,
+    const char *code, const char *message);
+ngx_int_t ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr);
+ngx_int_t ngx_omniroute_add_route_headers(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_send_held(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_send_transport_error(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *code, const char *message);
+ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
+
+/* stats.c: the counters of the metrics */
 void ngx_omniroute_count(ngx_http_request_t *r, ngx_uint_t outcome);
 void ngx_omniroute_count_fallback(ngx_http_request_t *r, or_reason_e reason);
-ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,
-    ngx_omniroute_attempt_t *a);
-size_t ngx_omniroute_candidate_lockout_key(u_char *buf,
-    ngx_omniroute_candidate_t *cand, or_scope_e scope);
+void ngx_omniroute_count_attempt(ngx_http_request_t *r, or_reason_e reason);
+void ngx_omniroute_count_restatement(ngx_http_request_t *r,
+    const char *rule);
 
-/* attempt filters (ngx_omniroute_filter.c) */
+/* filter.c: hold, probe or commit each attempt's response */
 ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);
-ngx_omniroute_attempt_t *ngx_omniroute_attempt_of(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t **pctx);
 
-/* variables (ngx_omniroute_variables.c) */
+/* variables.c */
 ngx_int_t ngx_omniroute_add_variables(ngx_conf_t *cf);
-
 
 
 #endif /* _NGX_OMNIROUTE_REQUEST_H_INCLUDED_ */

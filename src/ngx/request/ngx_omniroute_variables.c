@@ -33,7 +33,7 @@ static ngx_omniroute_attempt_t *ngx_omniroute_var_attempt(
     ngx_omniroute_ctx_t *ctx);
 static const char *ngx_omniroute_failure_reason(ngx_omniroute_ctx_t *ctx);
 static const char *ngx_omniroute_breaker_state(ngx_http_request_t *r,
-    ngx_omniroute_provider_t *p);
+    ngx_omniroute_candidate_t *cand);
 
 
 static ngx_http_variable_t  ngx_omniroute_vars[] = {
@@ -161,7 +161,7 @@ ngx_omniroute_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         break;
 
     case NGX_OMNIROUTE_VAR_BREAKER_STATE:
-        name = a ? ngx_omniroute_breaker_state(r, a->cand->provider) : NULL;
+        name = a ? ngx_omniroute_breaker_state(r, a->cand) : NULL;
         if (name) {
             s.data = (u_char *) name;
             s.len = ngx_strlen(name);
@@ -217,25 +217,26 @@ ngx_omniroute_failure_reason(ngx_omniroute_ctx_t *ctx)
 /* the provider's breaker state now ("closed" when it has no record) */
 
 static const char *
-ngx_omniroute_breaker_state(ngx_http_request_t *r, ngx_omniroute_provider_t *p)
+ngx_omniroute_breaker_state(ngx_http_request_t *r,
+    ngx_omniroute_candidate_t *cand)
 {
     or_breaker_t                cb;
-    ngx_omniroute_settings_t   *settings;
     ngx_omniroute_main_conf_t  *omcf;
 
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
 
     if (omcf->shm_zone == NULL
         || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_BREAKER,
-                                    &p->name, &cb, sizeof(or_breaker_t))
+                                    &cand->provider->name, &cb,
+                                    sizeof(or_breaker_t))
            != NGX_OK)
     {
         return "closed";
     }
 
-    settings = ngx_omniroute_settings_of(r, p);
-
-    switch (or_breaker_state(&settings->breaker, &cb, ngx_omniroute_now())) {
+    switch (or_breaker_state(&cand->settings->breaker, &cb,
+                             ngx_omniroute_now()))
+    {
 
     case OR_CB_DEGRADED:
         return "degraded";

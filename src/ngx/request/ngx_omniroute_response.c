@@ -1,0 +1,457 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * All that the client gets: the committed or held attempt's status and
+ * headers with X-OmniRoute-Connection and X-OmniRoute-Attempts, the
+ * restated status and Retry-After of a held error (R-CLASS-1, R-REQ-6),
+ * the gateway's own answers (transport failure, everything cooling down,
+ * client errors) and nginx's error pages, all in the OpenAI error shape,
+ * {"error":{"message","type","code"}}, which SDKs can parse.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute_request.h"
+
+
+static ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+
+
+typedef struct {
+    ngx_uint_t                    status;
+    const char                   *code;
+    const char                   *message;
+} ngx_omniroute_error_page_t;
+
+
+static ngx_omniroute_error_page_t  ngx_omniroute_error_pages[] = {
+    { 400, "bad_request", "the request could not be parsed" },
+    { 405, "method_not_allowed", "only POST is supported here" },
+    { 408, "request_timeout", "the request was not received in time" },
+    { 411, "length_required", "the request needs a length" },
+    { 413, "request_too_large",
+      "the request body exceeds client_max_body_size" },
+    { 414, "uri_too_long", "the request URI is too long" },
+    { 494, "headers_too_large", "the request headers are too large" },
+    { 500, "internal_error", "the gateway failed to process the request" },
+    { 502, "upstream_unavailable", "the provider could not be reached" },
+    { 503, "service_unavailable", "the service is unavailable" },
+    { 504, "upstream_timeout", "the provider did not respond in time" },
+    { 0, "http_error", "the request failed" }
+};
+
+
+ngx_int_t
+ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *code, const char *message)
+{
+    json_t  *doc;
+
+    doc = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", message,
+                    "type", type, "code", code);
+    if (doc == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_omniroute_send_json(r, status, doc);
+}
+
+
+/*
+ * Called by the header filter for a main request whose response is one of
+ * nginx's error pages (r->err_status is set) in an omniroute_pass
+ * location: the page becomes a JSON error; the body filter sends
+ * ctx->error_page in place of the HTML.
+ */
+
+ngx_int_t
+ngx_omniroute_json_error_page(ngx_http_request_t *r)
+{
+    json_t                      *doc;
+    ngx_str_t                    text;
+    const char                  *type;
+    ngx_omniroute_ctx_t         *ctx;
+    ngx_omniroute_error_page_t  *ep;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    if (ctx == NULL) {
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
+        if (ctx == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
+    }
+
+    for (ep = ngx_omniroute_error_pages; ep->status; ep++) {
+        if (ep->status == r->headers_out.status) {
+            break;
+        }
+    }
+
+    type = (r->headers_out.status >= NGX_HTTP_INTERNAL_SERVER_ERROR)
+           ? "server_error" : "invalid_request_error";
+
+    doc = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ep->message,
+                    "type", type, "code", ep->code);
+    if (doc == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (ngx_omniroute_json_text(r->pool, doc, &text) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ctx->error_page = ngx_omniroute_text_buf(r, text.data, text.len);
+    if (ctx->error_page == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_omniroute_set_json_headers(r, r->headers_out.status,
+                                   ctx->error_page->last
+                                   - ctx->error_page->pos);
+
+    return NGX_OK;
+}
+
+
+/* a client error, answered by the body handler */
+
+ngx_int_t
+ngx_omniroute_reject(ngx_omniroute_ctx_t *ctx, ngx_uint_t status,
+    const char *code, const char *message)
+{
+    ctx->error_code = code;
+    ctx->error_message = message;
+
+    return status;
+}
+
+
+/*
+ * The response of attempt sr becomes the client's: status and headers are
+ * copied into a fresh list of r (list parts must not be shared).
+ */
+
+ngx_int_t
+ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr)
+{
+    ngx_table_elt_t            *h, *nh;
+    ngx_omniroute_list_iter_t   it;
+
+    r->headers_out.status = sr->headers_out.status;
+    r->headers_out.status_line = sr->headers_out.status_line;
+    r->headers_out.content_type = sr->headers_out.content_type;
+    r->headers_out.content_type_len = sr->headers_out.content_type_len;
+    r->headers_out.content_type_lowcase = NULL;
+    r->headers_out.charset = sr->headers_out.charset;
+    r->headers_out.content_length_n = sr->headers_out.content_length_n;
+    r->headers_out.content_length = NULL;
+    r->headers_out.last_modified_time = -1;
+    r->headers_out.last_modified = NULL;
+
+    ngx_omniroute_list_start(&it, &sr->headers_out.headers);
+
+    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
+
+        if (h->hash == 0) {
+            continue;
+        }
+
+        nh = ngx_list_push(&r->headers_out.headers);
+        if (nh == NULL) {
+            return NGX_ERROR;
+        }
+
+        *nh = *h;
+    }
+
+    return NGX_OK;
+}
+
+
+/* X-OmniRoute-Connection and X-OmniRoute-Attempts on the main response */
+
+ngx_int_t
+ngx_omniroute_add_route_headers(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx)
+{
+    u_char                   *p;
+    ngx_str_t                 name, value;
+    ngx_omniroute_attempt_t  *a;
+
+    if (ctx->attempts.nelts == 0) {
+        return NGX_OK;
+    }
+
+    a = (ngx_omniroute_attempt_t *) ctx->attempts.elts
+        + ctx->attempts.nelts - 1;
+
+    if (ctx->last_held && a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT) {
+        a = ctx->last_held;
+    }
+
+    ngx_str_set(&name, "X-OmniRoute-Connection");
+
+    if (ngx_omniroute_add_header(r, &name, &a->cand->conn->id) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    value.data = p;
+    value.len = ngx_sprintf(p, "%ui", ctx->attempts.nelts) - p;
+
+    ngx_str_set(&name, "X-OmniRoute-Attempts");
+
+    return ngx_omniroute_add_header(r, &name, &value);
+}
+
+
+/* every attempt failed: the client gets the latest held provider error */
+
+ngx_int_t
+ngx_omniroute_send_held(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a)
+{
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    if (ngx_omniroute_copy_response_headers(r, a->sr) != NGX_OK
+        || ngx_omniroute_apply_restatement(r, a) != NGX_OK
+        || ngx_omniroute_add_route_headers(r, ctx) != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b = a->body;
+
+    r->headers_out.content_length_n = b ? b->last - b->pos : 0;
+
+    if (b == NULL || b->last == b->pos) {
+        r->header_only = 1;
+    }
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+ngx_int_t
+ngx_omniroute_send_transport_error(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a)
+{
+    if (ngx_omniroute_add_route_headers(r, ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (a->status == NGX_HTTP_GATEWAY_TIME_OUT) {
+        return ngx_omniroute_send_error(r, NGX_HTTP_GATEWAY_TIME_OUT,
+                                        "upstream_error", "upstream_timeout",
+                                        "the provider did not respond in "
+                                        "time");
+    }
+
+    return ngx_omniroute_send_error(r, NGX_HTTP_BAD_GATEWAY,
+                                    "upstream_error", "upstream_unavailable",
+                                    "the provider could not be reached");
+}
+
+
+/*
+ * The held error becomes the client's response: restated status (status
+ * line rebuilt) and Retry-After (R-CLASS-1); an upstream retry hint found
+ * elsewhere (body text, rate-limit headers) becomes a Retry-After too
+ * when the provider sent none (R-REQ-6).
+ */
+
+static ngx_int_t
+ngx_omniroute_apply_restatement(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a)
+{
+    u_char                     *p;
+    ngx_str_t                   name, value;
+    ngx_int_t                   seconds;
+    ngx_uint_t                  found;
+    ngx_table_elt_t            *h;
+    ngx_omniroute_list_iter_t   it;
+
+    if (a->verdict.restated_status) {
+        r->headers_out.status = a->verdict.restated_status;
+        r->headers_out.status_line.len = 0;
+    }
+
+    found = 0;
+    ngx_omniroute_list_start(&it, &r->headers_out.headers);
+
+    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
+
+        if (h->hash != 0
+            && h->key.len == sizeof("Retry-After") - 1
+            && ngx_strncasecmp(h->key.data, (u_char *) "Retry-After",
+                               sizeof("Retry-After") - 1) == 0)
+        {
+            if (a->verdict.retry_after_s >= 0) {
+                h->hash = 0;      /* replaced by the restatement's */
+
+            } else {
+                found = 1;
+            }
+        }
+    }
+
+    if (a->verdict.retry_after_s >= 0) {
+        seconds = a->verdict.retry_after_s;
+
+    } else if (!found && a->verdict.hint_ms > 0) {
+        seconds = (ngx_int_t) ((a->verdict.hint_ms + 999) / 1000);
+
+    } else {
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    value.data = p;
+    value.len = ngx_sprintf(p, "%i", seconds) - p;
+
+    ngx_str_set(&name, "Retry-After");
+
+    return ngx_omniroute_add_header(r, &name, &value);
+}
+
+
+/*
+ * Nothing runnable (R-REQ-6): 503 all_targets_cooling_down with
+ * Retry-After (earliest expiry) when a timer excluded something, else 404
+ * no_executable_targets; both with diagnostics.excluded.
+ */
+
+ngx_int_t
+ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx)
+{
+    u_char                    *p, *target;
+    size_t                     len;
+    json_t                    *doc, *list, *item;
+    or_msec_t                  earliest;
+    ngx_str_t                  name, value;
+    ngx_uint_t                 i, status;
+    const char                *code, *msg;
+    ngx_omniroute_excluded_t  *ex;
+
+    earliest = -1;
+    ex = ctx->excluded.elts;
+
+    list = json_array();
+    if (list == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    for (i = 0; i < ctx->excluded.nelts; i++) {
+
+        if (ex[i].retry_after >= 0
+            && (earliest < 0 || ex[i].retry_after < earliest))
+        {
+            earliest = ex[i].retry_after;
+        }
+
+        target = ngx_pnalloc(r->pool, ex[i].route->provider->name.len + 1
+                                      + ex[i].route->target->model.len);
+        if (target == NULL) {
+            json_decref(list);
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        len = ngx_sprintf(target, "%V/%V", &ex[i].route->provider->name,
+                          &ex[i].route->target->model)
+              - target;
+
+        item = json_pack("{s:s%,s:s%,s:s}",
+                         "target", target, len,
+                         "connection", ex[i].route->conn->id.data,
+                         ex[i].route->conn->id.len,
+                         "reason", ex[i].reason);
+        if (item == NULL) {
+            json_decref(list);
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        if (ex[i].retry_after >= 0) {
+            json_object_set_new(item, "retry_after_s",
+                                json_integer((ex[i].retry_after + 999)
+                                             / 1000));
+        } else {
+            json_object_set_new(item, "retry_after_s", json_null());
+        }
+
+        json_array_append_new(list, item);
+    }
+
+    if (earliest >= 0) {
+        status = NGX_HTTP_SERVICE_UNAVAILABLE;
+        code = "all_targets_cooling_down";
+        msg = "every target of this model is cooling down; retry later";
+
+        p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+        if (p == NULL) {
+            json_decref(list);
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        value.data = p;
+        value.len = ngx_sprintf(p, "%L", (int64_t) ngx_max((earliest + 999)
+                                                            / 1000, 1))
+                    - p;
+        ngx_str_set(&name, "Retry-After");
+
+        if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
+            json_decref(list);
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_COOLING_DOWN);
+
+    } else {
+        status = NGX_HTTP_NOT_FOUND;
+        code = "no_executable_targets";
+        msg = "no connection can serve this model";
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_NO_TARGETS);
+    }
+
+    doc = json_pack("{s:{s:s,s:s,s:s},s:{s:o}}",
+                    "error", "message", msg, "type",
+                    earliest >= 0 ? "rate_limit_error"
+                                  : "invalid_request_error",
+                    "code", code, "diagnostics", "excluded", list);
+    if (doc == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_omniroute_send_json(r, status, doc);
+}
