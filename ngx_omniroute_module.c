@@ -22,12 +22,21 @@ static char *ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 
 
-static char *ngx_omniroute_check_attempts(ngx_conf_t *cf, void *post,
+/* ngx_conf_num_bounds_t with a message that names the directive */
+typedef struct {
+    ngx_conf_post_handler_pt      post_handler;
+    ngx_int_t                     low;
+    ngx_int_t                     high;
+} ngx_omniroute_num_bounds_t;
+
+
+static char *ngx_omniroute_check_num_bounds(ngx_conf_t *cf, void *post,
     void *data);
 
 
-static ngx_conf_post_handler_pt  ngx_omniroute_attempts_post =
-    ngx_omniroute_check_attempts;
+static ngx_omniroute_num_bounds_t  ngx_omniroute_attempts_bounds = {
+    ngx_omniroute_check_num_bounds, 1, 100
+};
 
 
 static ngx_command_t  ngx_omniroute_commands[] = {
@@ -107,7 +116,7 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       ngx_conf_set_num_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_omniroute_loc_conf_t, max_attempts),
-      &ngx_omniroute_attempts_post },
+      &ngx_omniroute_attempts_bounds },
 
     { ngx_string("omniroute_error_body_buffer_size"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -268,17 +277,22 @@ ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 
 
 static char *
-ngx_omniroute_check_attempts(ngx_conf_t *cf, void *post, void *data)
+ngx_omniroute_check_num_bounds(ngx_conf_t *cf, void *post, void *data)
 {
-    ngx_int_t  *np = data;
+    ngx_omniroute_num_bounds_t *bounds = post;
 
-    if (*np < 1 || *np > 100) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid value \"%i\" of "
-                           "\"omniroute_max_attempts\": must be between 1 "
-                           "and 100", *np);
-        return NGX_CONF_ERROR;
+    ngx_int_t  *np = data;
+    ngx_str_t  *value;
+
+    if (*np >= bounds->low && *np <= bounds->high) {
+        return NGX_CONF_OK;
     }
 
-    return NGX_CONF_OK;
+    value = cf->args->elts;
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%i\" of \"%V\": must be between %i "
+                       "and %i", *np, &value[0], bounds->low, bounds->high);
+
+    return NGX_CONF_ERROR;
 }

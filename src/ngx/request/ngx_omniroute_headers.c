@@ -122,6 +122,9 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
         }
 
         *nh = *h;
+#if (nginx_version >= 1023000)
+        nh->next = NULL;
+#endif
     }
 
     if (p->auth != NGX_OMNIROUTE_AUTH_NONE) {
@@ -133,6 +136,9 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
         nh->hash = p->auth_hash;
         nh->key = p->auth_header;
         nh->lowcase_key = p->auth_lowcase;
+#if (nginx_version >= 1023000)
+        nh->next = NULL;
+#endif
         nh->value = cand->conn->auth_value;
     }
 
@@ -147,6 +153,9 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
         nh->hash = ph[i].hash;
         nh->key = ph[i].name;
         nh->lowcase_key = ph[i].lowcase_key;
+#if (nginx_version >= 1023000)
+        nh->next = NULL;
+#endif
         nh->value = ph[i].value;
     }
 

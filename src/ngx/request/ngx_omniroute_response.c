@@ -171,6 +171,9 @@ ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
         }
 
         *nh = *h;
+#if (nginx_version >= 1023000)
+        nh->next = NULL;
+#endif
     }
 
     return NGX_OK;
