@@ -60,6 +60,8 @@ static ngx_int_t ngx_omniroute_api_parse_rules(ngx_omniroute_api_call_t *call,
 static ngx_int_t ngx_omniroute_api_parse_default(
     ngx_omniroute_api_call_t *call, json_t *v, const char *where,
     ngx_omniroute_settings_override_t *ov);
+static ngx_int_t ngx_omniroute_api_conflict(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_provider_t *p, ngx_omniroute_settings_conflict_t *c);
 static ngx_int_t ngx_omniroute_api_parse_enum(ngx_omniroute_api_call_t *call,
     json_t *v, const char *where, const char *field, ngx_uint_t reason,
     ngx_uint_t *out);
@@ -422,9 +424,8 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
     json_t                             *providers, *global, *v, *pv;
     ngx_str_t                           key;
     ngx_int_t                           rc;
-    ngx_uint_t                          i, k, n, total, gtouched;
-    const char                         *name, *err;
-    ngx_omniroute_setting_desc_t       *d;
+    ngx_uint_t                          i, n, total, gtouched;
+    const char                         *name;
     ngx_omniroute_provider_t           *p;
     ngx_omniroute_settings_t            s;
     ngx_omniroute_store_t              *st;
@@ -432,6 +433,7 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
     ngx_omniroute_api_merge_t           m;
     ngx_omniroute_rules_override_t      cur;
     ngx_omniroute_settings_override_t   gold, gov;
+    ngx_omniroute_settings_conflict_t   c;
 
     if (call->body == NULL) {
         return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
@@ -562,50 +564,19 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
             }
         }
 
-        /* the settings that would result must pass the engine's checks */
+        /*
+         * the settings that would result, judged as nginx.conf's are: the
+         * rules between settings for the overridden ones, then the
+         * engine's own checks
+         */
 
         s = p[i].settings;
-        ngx_omniroute_settings_apply(p[i].kind, &s, &pt->ov);
+        ngx_omniroute_settings_layer(&s, &pt->ov);
 
-        err = or_breaker_conf_check(&s.breaker);
-
-        if (err == NULL) {
-            err = or_cooldown_conf_check(&s.cooldown);
-        }
-
-        if (err == NULL) {
-            err = or_lockout_conf_check(&s.lockout);
-        }
-
-        if (err) {
-            return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
-                                          "invalid_settings",
-                                          "provider \"%V\": %s",
-                                          &p[i].name, err);
-        }
-
-        /* a value the engine would clamp conflicts with another one */
-
-        for (k = 0; ngx_omniroute_provider_settings[k].name; k++) {
-            d = &ngx_omniroute_provider_settings[k];
-
-            if (!(pt->ov.set & ((uint64_t) 1 << k))
-                || d->type == NGX_OMNIROUTE_SF_CODES
-                || (d->type == NGX_OMNIROUTE_SF_MSEC_OPT
-                    && pt->ov.value[k] == 0))
-            {
-                continue;
-            }
-
-            if (ngx_omniroute_settings_get(&s, d) != pt->ov.value[k]) {
-                return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
-                                   "invalid_settings",
-                                   "provider \"%V\": %s.%s %L conflicts "
-                                   "with the other settings (it would be "
-                                   "%L)", &p[i].name, d->group, d->name,
-                                   pt->ov.value[k],
-                                   ngx_omniroute_settings_get(&s, d));
-            }
+        if (ngx_omniroute_settings_check(p[i].kind, &s, pt->ov.set, &c)
+            != NGX_OK)
+        {
+            return ngx_omniroute_api_conflict(call, &p[i], &c);
         }
     }
 
@@ -745,6 +716,45 @@ nomem:
                                   "zone_full",
                                   "the omniroute zone has no room for the "
                                   "settings");
+}
+
+
+/* 400 invalid_settings: what ngx_omniroute_settings_check() found */
+
+static ngx_int_t
+ngx_omniroute_api_conflict(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_provider_t *p, ngx_omniroute_settings_conflict_t *c)
+{
+    u_char                        *b, *last, buf[256];
+    ngx_omniroute_setting_desc_t  *d, *o;
+
+    if (c->field < 0) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                      "invalid_settings",
+                                      "provider \"%V\": %s", &p->name,
+                                      c->reason);
+    }
+
+    d = &ngx_omniroute_provider_settings[c->field];
+
+    last = buf + sizeof(buf) - 1;
+    b = ngx_slprintf(buf, last, "%s.%s %L", d->group, d->name, c->value);
+
+    if (c->other >= 0) {
+        o = &ngx_omniroute_provider_settings[c->other];
+        b = ngx_slprintf(b, last, " conflicts with %s.%s %L", o->group,
+                         o->name, c->other_value);
+    }
+
+    b = ngx_slprintf(b, last, ": %s", c->reason);
+
+    if (c->result != c->value) {
+        b = ngx_slprintf(b, last, " (it would be %L)", c->result);
+    }
+
+    return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                  "invalid_settings", "provider \"%V\": %*s",
+                                  &p->name, (size_t) (b - buf), buf);
 }
 
 
