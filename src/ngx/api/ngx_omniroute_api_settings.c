@@ -23,6 +23,12 @@
 
 
 typedef struct {
+    ngx_omniroute_settings_override_t  *ov;
+    ngx_omniroute_settings_override_t  *old;
+} ngx_omniroute_api_merge_t;
+
+
+typedef struct {
     ngx_omniroute_provider_t           *p;
     ngx_uint_t                          touched;    /* settings changed */
     ngx_uint_t                          rules;      /* 0 keep, 1 set,
@@ -30,13 +36,8 @@ typedef struct {
     ngx_omniroute_settings_override_t   old;
     ngx_omniroute_settings_override_t   ov;
     ngx_omniroute_rules_override_t     *ro;
+    ngx_omniroute_api_merge_t           m;
 } ngx_omniroute_api_patch_t;
-
-
-typedef struct {
-    ngx_omniroute_settings_override_t  *ov;
-    ngx_omniroute_settings_override_t  *old;
-} ngx_omniroute_api_merge_t;
 
 
 static json_t *ngx_omniroute_api_provider_settings(
@@ -72,6 +73,12 @@ static ngx_uint_t ngx_omniroute_api_merge_update(void *value, void *arg,
     or_msec_t *expires);
 static ngx_uint_t ngx_omniroute_api_rules_update(void *value, void *arg,
     or_msec_t *expires);
+static ngx_uint_t ngx_omniroute_api_rules_delete(void *value, void *arg,
+    or_msec_t *expires);
+static ngx_int_t ngx_omniroute_api_op(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_store_op_t *op, const char *prefix, ngx_str_t *name,
+    size_t size, ngx_omniroute_update_pt update, void *arg,
+    ngx_uint_t create);
 static ngx_uint_t ngx_omniroute_api_ov_empty(
     ngx_omniroute_settings_override_t *ov);
 static size_t ngx_omniroute_api_key(u_char *buf, const char *prefix,
@@ -423,14 +430,14 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
     u_char                              where[NGX_OMNIROUTE_KEY_MAX + 32];
     json_t                             *providers, *global, *v, *pv;
     ngx_str_t                           key;
-    ngx_int_t                           rc;
     ngx_uint_t                          i, n, total, gtouched;
     const char                         *name;
     ngx_omniroute_provider_t           *p;
     ngx_omniroute_settings_t            s;
-    ngx_omniroute_store_t              *st;
+    ngx_uint_t                          nops;
+    ngx_omniroute_store_op_t           *ops;
     ngx_omniroute_api_patch_t          *patch, *pt;
-    ngx_omniroute_api_merge_t           m;
+    ngx_omniroute_api_merge_t           gm;
     ngx_omniroute_rules_override_t      cur;
     ngx_omniroute_settings_override_t   gold, gov;
     ngx_omniroute_settings_conflict_t   c;
@@ -642,9 +649,19 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
         gtouched = 1;
     }
 
-    /* 2. write: records are merged field by field with concurrent PATCHes */
+    /*
+     * 2. write, all or nothing: every record under one lock, after room
+     * for all of them was found; records are merged field by field with
+     * concurrent PATCHes
+     */
 
-    st = &call->omcf->store;
+    ops = ngx_pcalloc(call->r->pool,
+                      (2 * n + 1) * sizeof(ngx_omniroute_store_op_t));
+    if (ops == NULL) {
+        return NGX_ERROR;
+    }
+
+    nops = 0;
 
     for (i = 0; i < n; i++) {
         pt = &patch[i];
@@ -653,69 +670,107 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
             continue;
         }
 
-        key.data = buf;
-        key.len = ngx_omniroute_api_key(buf, "provider:", &p[i].name);
+        pt->m.ov = &pt->ov;
+        pt->m.old = &pt->old;
 
-        m.ov = &pt->ov;
-        m.old = &pt->old;
-
-        rc = ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_SETTINGS, &key,
+        if (ngx_omniroute_api_op(call, &ops[nops++], "provider:", &p[i].name,
                                  sizeof(ngx_omniroute_settings_override_t),
-                                 ngx_omniroute_api_merge_update, &m, 0);
-
-        if (rc == NGX_ERROR) {
-            goto nomem;
+                                 ngx_omniroute_api_merge_update, &pt->m, 1)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
         }
 
-        key.len = ngx_omniroute_api_key(buf, "rules:", &p[i].name);
-
-        if (pt->rules == 1) {
-            rc = ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_SETTINGS,
-                                    &key,
-                                    sizeof(ngx_omniroute_rules_override_t),
-                                    ngx_omniroute_api_rules_update,
-                                    pt->ro, 0);
-
-            if (rc == NGX_ERROR) {
-                goto nomem;
-            }
-
-        } else if (pt->rules == 2) {
-            (void) ngx_omniroute_store_delete(st, NGX_OMNIROUTE_T_SETTINGS,
-                                              &key, 0);
+        if (pt->rules == 0) {
+            continue;
         }
 
-        ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
-                      "omniroute api: runtime settings of provider \"%V\" "
-                      "changed", &p[i].name);
+        if (ngx_omniroute_api_op(call, &ops[nops++], "rules:", &p[i].name,
+                                 sizeof(ngx_omniroute_rules_override_t),
+                                 pt->rules == 1
+                                 ? ngx_omniroute_api_rules_update
+                                 : ngx_omniroute_api_rules_delete,
+                                 pt->ro, pt->rules == 1)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
     }
 
     if (gtouched) {
+        gm.ov = &gov;
+        gm.old = &gold;
+
         ngx_str_set(&key, "global");
 
-        m.ov = &gov;
-        m.old = &gold;
-
-        rc = ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_SETTINGS, &key,
+        if (ngx_omniroute_api_op(call, &ops[nops++], "", &key,
                                  sizeof(ngx_omniroute_settings_override_t),
-                                 ngx_omniroute_api_merge_update, &m, 0);
-
-        if (rc == NGX_ERROR) {
-            goto nomem;
+                                 ngx_omniroute_api_merge_update, &gm, 1)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
         }
+    }
 
+    if (ngx_omniroute_store_update_all(&call->omcf->store, ops, nops)
+        != NGX_OK)
+    {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_INSUFFICIENT_STORAGE,
+                                      "zone_full",
+                                      "the omniroute zone has no room for "
+                                      "the settings; nothing was changed");
+    }
+
+    for (i = 0; i < n; i++) {
+        if (patch[i].touched) {
+            ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
+                          "omniroute api: runtime settings of provider "
+                          "\"%V\" changed", &p[i].name);
+        }
+    }
+
+    if (gtouched) {
         ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
                       "omniroute api: global runtime settings changed");
     }
 
     return ngx_omniroute_api_settings(call);
+}
 
-nomem:
 
-    return ngx_omniroute_api_fail(call, NGX_HTTP_INSUFFICIENT_STORAGE,
-                                  "zone_full",
-                                  "the omniroute zone has no room for the "
-                                  "settings");
+/* a store op on the settings record PREFIX NAME; the key from the pool */
+
+static ngx_int_t
+ngx_omniroute_api_op(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_store_op_t *op, const char *prefix, ngx_str_t *name,
+    size_t size, ngx_omniroute_update_pt update, void *arg,
+    ngx_uint_t create)
+{
+    u_char  buf[NGX_OMNIROUTE_KEY_MAX];
+
+    op->key.len = ngx_omniroute_api_key(buf, prefix, name);
+
+    if (op->key.len == 0) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                      "invalid_request",
+                                      "provider name \"%V\" is too long",
+                                      name);
+    }
+
+    op->key.data = ngx_pnalloc(call->r->pool, op->key.len);
+    if (op->key.data == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memcpy(op->key.data, buf, op->key.len);
+
+    op->table = NGX_OMNIROUTE_T_SETTINGS;
+    op->size = size;
+    op->update = update;
+    op->arg = arg;
+    op->create = create;
+
+    return NGX_OK;
 }
 
 
@@ -1407,6 +1462,15 @@ ngx_omniroute_api_rules_update(void *value, void *arg, or_msec_t *expires)
     *cur = *ro;
 
     return NGX_OMNIROUTE_CHANGED;
+}
+
+
+/* error_rules: null -- back to nginx.conf's */
+
+static ngx_uint_t
+ngx_omniroute_api_rules_delete(void *value, void *arg, or_msec_t *expires)
+{
+    return NGX_OMNIROUTE_DELETE;
 }
 
 
