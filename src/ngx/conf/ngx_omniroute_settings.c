@@ -574,6 +574,7 @@ ngx_omniroute_settings_parse(ngx_omniroute_setting_desc_t *d, void *base,
     u_char          *p, *last;
     int64_t          v;
     ngx_int_t        n;
+    ngx_uint_t       neg;
     ngx_msec_int_t   ms;
 
     last = buf + len - 1;
@@ -608,13 +609,15 @@ ngx_omniroute_settings_parse(ngx_omniroute_setting_desc_t *d, void *base,
         break;
 
     default: /* NGX_OMNIROUTE_SF_INT */
-        n = ngx_atoi(text->data, text->len);
+        neg = (text->len > 1 && text->data[0] == '-');
+
+        n = ngx_atoi(text->data + neg, text->len - neg);
 
         if (n == NGX_ERROR) {
             return "expected a number";
         }
 
-        v = n;
+        v = neg ? -n : n;
         break;
     }
 
