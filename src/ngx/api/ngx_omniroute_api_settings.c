@@ -7,11 +7,14 @@
  * runtime; R-CONF-5), and runtime overrides of them, including operator
  * error rules and catch-all defaults (R-CLASS-4).
  *
- * PATCH validates the whole document (types, ranges, the engine's own
- * consistency checks on the resulting settings, rule limits) before
- * anything is written: all or nothing.  null removes a runtime override.
- * Overrides are records of the state store (ngx_omniroute_settings.h), so
- * they survive a reload and are mirrored like any other state.
+ * PATCH validates the whole document (types and ranges of the settings
+ * rows, the rules between settings as nginx.conf's, the engine's own
+ * checks on the resulting settings, rule limits) before anything is
+ * written, then writes every record under one lock once room was found
+ * for all of them: all or nothing, a full zone included.  null removes a
+ * runtime override.  Overrides are records of the state store
+ * (ngx_omniroute_settings.h), so they survive a reload and are mirrored
+ * like any other state.
  */
 
 

@@ -37,6 +37,9 @@ static ngx_int_t ngx_omniroute_parse_statuses(ngx_str_t *s, int *out,
     ngx_uint_t max, ngx_uint_t *n);
 static ngx_int_t ngx_omniroute_provider_check(ngx_conf_t *cf,
     ngx_omniroute_provider_t *p);
+static u_char *ngx_omniroute_conf_conflict(u_char *p, u_char *last,
+    ngx_omniroute_settings_t *s, ngx_omniroute_settings_conflict_t *c,
+    or_kind_e kind);
 static u_char *ngx_omniroute_conf_field(u_char *p, u_char *last,
     ngx_omniroute_settings_t *s, ngx_int_t i, int64_t v, or_kind_e kind);
 static ngx_omniroute_rule_conf_t *ngx_omniroute_rule_add(ngx_conf_t *cf,
@@ -201,38 +204,19 @@ ngx_omniroute_provider_setting(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
 static ngx_int_t
 ngx_omniroute_provider_check(ngx_conf_t *cf, ngx_omniroute_provider_t *p)
 {
-    u_char                             *b, *last;
+    u_char                             *b;
     u_char                              buf[NGX_OMNIROUTE_CONF_ERR_MAX];
     ngx_omniroute_settings_t            s;
-    ngx_omniroute_setting_desc_t       *d;
     ngx_omniroute_settings_conflict_t   c;
 
     s = p->settings;
     ngx_omniroute_settings_env(p->kind, &s);
 
-    last = buf + sizeof(buf) - 1;
-
     if (ngx_omniroute_settings_check(p->kind, &s, s.conf_set, &c) != NGX_OK
         && c.field >= 0)
     {
-        d = &ngx_omniroute_provider_settings[c.field];
-
-        b = ngx_omniroute_conf_field(buf, last, &s, c.field, c.value,
-                                     p->kind);
-
-        if (c.other >= 0) {
-            b = ngx_slprintf(b, last, " conflicts with ");
-            b = ngx_omniroute_conf_field(b, last, &s, c.other,
-                                         c.other_value, p->kind);
-        }
-
-        b = ngx_slprintf(b, last, ": %s", c.reason);
-
-        if (c.result != c.value) {
-            b = ngx_slprintf(b, last, " (it would be ");
-            b = ngx_omniroute_settings_print(b, last, d, c.result);
-            b = ngx_slprintf(b, last, ")");
-        }
+        b = ngx_omniroute_conf_conflict(buf, buf + sizeof(buf), &s, &c,
+                                        p->kind);
 
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                       "invalid resilience settings of provider \"%V\": %*s "
@@ -244,21 +228,45 @@ ngx_omniroute_provider_check(ngx_conf_t *cf, ngx_omniroute_provider_t *p)
     if (ngx_omniroute_settings_check(p->kind, &s, s.env_set, &c) != NGX_OK
         && c.field >= 0)
     {
-        b = ngx_omniroute_conf_field(buf, last, &s, c.field, c.value,
-                                     p->kind);
-
-        if (c.other >= 0) {
-            b = ngx_slprintf(b, last, " conflicts with ");
-            b = ngx_omniroute_conf_field(b, last, &s, c.other,
-                                         c.other_value, p->kind);
-        }
+        b = ngx_omniroute_conf_conflict(buf, buf + sizeof(buf), &s, &c,
+                                        p->kind);
 
         ngx_log_error(NGX_LOG_WARN, cf->log, 0,
-                      "omniroute: provider \"%V\": %*s: %s", &p->name,
-                      (size_t) (b - buf), buf, c.reason);
+                      "omniroute: provider \"%V\": %*s", &p->name,
+                      (size_t) (b - buf), buf);
     }
 
     return NGX_OK;
+}
+
+
+/* "breaker_degrade=10 conflicts with breaker_failures=8: why (it would
+ * be 8)" */
+
+static u_char *
+ngx_omniroute_conf_conflict(u_char *p, u_char *last,
+    ngx_omniroute_settings_t *s, ngx_omniroute_settings_conflict_t *c,
+    or_kind_e kind)
+{
+    p = ngx_omniroute_conf_field(p, last, s, c->field, c->value, kind);
+
+    if (c->other >= 0) {
+        p = ngx_slprintf(p, last, " conflicts with ");
+        p = ngx_omniroute_conf_field(p, last, s, c->other, c->other_value,
+                                     kind);
+    }
+
+    p = ngx_slprintf(p, last, ": %s", c->reason);
+
+    if (c->result != c->value) {
+        p = ngx_slprintf(p, last, " (it would be ");
+        p = ngx_omniroute_settings_print(p, last,
+                                 &ngx_omniroute_provider_settings[c->field],
+                                 c->result);
+        p = ngx_slprintf(p, last, ")");
+    }
+
+    return p;
 }
 
 
@@ -419,8 +427,8 @@ ngx_omniroute_model_lockout(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                 }
             }
 
-            b = ngx_slprintf(b, last, "%s%V=", i ? " conflicts with " : "",
-                             &lp->param);
+            b = ngx_slprintf(b, last, "%s%s=", i ? " conflicts with " : "",
+                             lp->name ? (char *) lp->param.data : d->name);
             b = ngx_omniroute_settings_print(b, last, d,
                                              i ? c.other_value : c.value);
 
