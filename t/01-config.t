@@ -152,12 +152,118 @@ my @bad = (
     [ 'omniroute_error_body_buffer_size 100;',
       qr/"omniroute_error_body_buffer_size" must be at least 1k/,
       'error body buffer too small' ],
+
+    # resilience parameters: the ranges of the admin API
+    [ 'omniroute_provider p url=http://x/v1 breaker_failures=0;',
+      qr/invalid value "0" of "breaker_failures" of provider "p": must be between 1 and 100000/,
+      'breaker_failures 0' ],
+    [ 'omniroute_provider p url=http://x/v1 breaker_max_multiplier=2000;',
+      qr/invalid value "2000" of "breaker_max_multiplier" of provider "p": must be between 1 and 1024/,
+      'breaker_max_multiplier above 1024' ],
+    [ 'omniroute_provider p url=http://x/v1 breaker_reset=31d;',
+      qr/invalid value "31d" of "breaker_reset" of provider "p": must be between 1ms and 30d/,
+      'breaker_reset above 30 days' ],
+    [ 'omniroute_provider p url=http://x/v1 breaker_reset=soon;',
+      qr/invalid value "soon" of "breaker_reset" of provider "p": expected a time/,
+      'breaker_reset not a time' ],
+    [ 'omniroute_provider p url=http://x/v1 retry_delay=500ms;',
+      qr/invalid value "500ms" of "retry_delay" of provider "p": must be between 1s and 6h/,
+      'retry_delay under 1 s' ],
+    [ 'omniroute_provider p url=http://x/v1 breaker_window_gate=yes;',
+      qr/invalid value "yes" of "breaker_window_gate" of provider "p": expected on or off/,
+      'breaker_window_gate not on or off' ],
+    [ 'omniroute_provider p url=http://x/v1 lockout=1;',
+      qr/invalid value "1" of "lockout" of provider "p": expected on or off/,
+      'lockout not on or off' ],
+    [ 'omniroute_model_lockout on steps=31;',
+      qr/invalid value "31" of "steps" of "omniroute_model_lockout": must be between 0 and 30/,
+      'lockout steps above 30' ],
+    [ 'omniroute_model_lockout on max=40d;',
+      qr/invalid value "40d" of "max" of "omniroute_model_lockout": must be between 1ms and 30d/,
+      'lockout max above 30 days' ],
+    [ 'omniroute_model_lockout on codes=429,99;',
+      qr/invalid value "429,99" of "codes" of "omniroute_model_lockout": expected HTTP statuses \(100\.\.599\)/,
+      'lockout code 99' ],
+    [ 'omniroute_model_lockout on codes=429,429;',
+      qr/"429,429" of "codes" of "omniroute_model_lockout": 429 is listed twice/,
+      'lockout code twice' ],
+    [ 'omniroute_model_lockout maybe;',
+      qr/invalid value "maybe" of "omniroute_model_lockout": expected on or off/,
+      'lockout neither on nor off' ],
+
+    # the rules between settings (the engine used to lower a degrade
+    # threshold above the open threshold without a word)
+    [ 'omniroute_provider p url=http://x/v1 breaker_degrade=10 breaker_failures=8;',
+      qr/invalid resilience settings of provider "p": breaker_degrade=10 conflicts with breaker_failures=8: the degrade threshold must not exceed the open threshold \(it would be 8\) in \S+nginx\.conf:\d+/,
+      'breaker_degrade above breaker_failures' ],
+    [ 'omniroute_provider p url=http://x/v1 breaker_failures=3 breaker_degrade=4;',
+      qr/breaker_degrade=4 conflicts with breaker_failures=3: the degrade threshold must not exceed the open threshold/,
+      'in either order' ],
+    [ 'omniroute_provider p url=http://x/v1 breaker_degrade=9 kind=oauth;',
+      qr/breaker_degrade=9 conflicts with breaker_failures=8 \(the oauth default\)/,
+      'breaker_degrade above the kind\'s open threshold' ],
+    [ 'omniroute_provider p url=http://x/v1 cooldown_base=5s cooldown_max=4s;',
+      qr/cooldown_base=5s conflicts with cooldown_max=4s: cooldown max must be at least the base/,
+      'cooldown_base above cooldown_max' ],
+    [ 'omniroute_provider p url=http://x/v1 cooldown_base=1h;',
+      qr/cooldown_base=1h conflicts with cooldown_max=30m \(the apikey default\): cooldown max must be at least the base/,
+      'cooldown_base above the default cooldown_max' ],
+    [ 'omniroute_model_lockout on base=1h;',
+      qr/invalid "omniroute_model_lockout": base=1h conflicts with max=30m \(the default\): lockout max_cooldown must be at least base_cooldown/,
+      'lockout base above the default max' ],
+    [ 'omniroute_model_lockout on base=10m max=5m;',
+      qr/base=10m conflicts with max=5m: lockout max_cooldown must be at least base_cooldown/,
+      'lockout base above max' ],
 );
 
 for my $case (@bad) {
     my ($http, $re, $name) = @$case;
     check("    $http\n", $re, "R-CONF-5 $name");
 }
+
+# the rules between settings are reported at the directive's line (its
+# last line, as nginx does), naming the parameter, its value and the reason
+$t->config("    omniroute_zone zone=omniroute:1m;\n"
+           . "    omniroute_provider p url=http://x/v1 kind=oauth\n"
+           . "                       breaker_degrade=10;\n"
+           . "    omniroute_provider q url=http://y/v1;\n" . $server);
+{
+    my ($rc, $out) = $t->test_config;
+    my @lines = split /\n/, $t->read_file('nginx.conf');
+    my ($line) = grep { $lines[$_ - 1] =~ /breaker_degrade=10;/ } 1 .. @lines;
+
+    isnt($rc, 0, 'R-CONF-5 breaker_degrade above the open threshold fails');
+    like($out, qr/\[emerg\] invalid resilience settings of provider "p": breaker_degrade=10 conflicts with breaker_failures=8 \(the oauth default\): the degrade threshold must not exceed the open threshold \(it would be 8\) in \S+\/nginx\.conf:$line$/m,
+         "R-CONF-5 naming parameter, value and reason at line $line")
+        or diag($out);
+}
+
+check(<<'EOF', undef, 'breaker_degrade equal to breaker_failures passes');
+    omniroute_provider p url=http://x/v1 breaker_degrade=8 breaker_failures=8;
+    omniroute_provider q url=http://x/v1 breaker_degrade=8 kind=oauth;
+    omniroute_model_lockout on base=5m max=5m steps=0 codes=429,503;
+EOF
+
+{
+    # nginx.conf against the environment: nginx.conf is refused
+    local $ENV{OMNIROUTE_CIRCUIT_BREAKER_API_KEY_DEGRADATION_THRESHOLD} = '10';
+
+    check("    omniroute_provider p url=http://x/v1 breaker_failures=5;\n",
+          qr/breaker_failures=5 conflicts with OMNIROUTE_CIRCUIT_BREAKER_API_KEY_DEGRADATION_THRESHOLD=10: the degrade threshold must not exceed the open threshold/,
+          'R-CONF-5 breaker_failures below the environment\'s degrade '
+          . 'threshold');
+
+    # between environment variables only: a warning, as for a variable out
+    # of range
+    local $ENV{OMNIROUTE_CIRCUIT_BREAKER_API_KEY_THRESHOLD} = '5';
+
+    check("    omniroute_provider p url=http://x/v1;\n", undef,
+          'a contradiction of the environment alone passes');
+    like((test_out())[1], qr/\[warn\] .*provider "p": OMNIROUTE_CIRCUIT_BREAKER_API_KEY_DEGRADATION_THRESHOLD=10 conflicts with OMNIROUTE_CIRCUIT_BREAKER_API_KEY_THRESHOLD=5: the degrade threshold must not exceed/,
+         'with a warning naming both variables');
+}
+
+sub test_out { return $t->test_config }
 
 $t->config("    omniroute_zone zone=o:1m;\n" . <<'EOF');
     server {

@@ -32,6 +32,8 @@ $ENV{RATE_LIMIT_MAX_QUEUE_DEPTH} = '77';
 $ENV{RATE_LIMIT_MAX_WAIT_MS} = '999999999999';
 $ENV{RATE_LIMIT_EXECUTION_MAX_WAIT_MS} = '120000';
 $ENV{STREAM_THROUGHPUT_WATCHDOG_ENABLED} = 'maybe';
+$ENV{OMNIROUTE_CIRCUIT_BREAKER_MAX_BACKOFF_MULTIPLIER} = '5000';
+$ENV{OMNIROUTE_CIRCUIT_BREAKER_OAUTH_DEGRADATION_THRESHOLD} = '10';
 
 $t->write_file('key-e1', "sk-e1~status=503\n");
 $t->write_file('key-c1', "sk-c1~status=429,body=insufficient%20funds\n");
@@ -46,6 +48,8 @@ $t->config(<<'EOF');
     omniroute_provider oap url=http://127.0.0.1:%%PORT_mock_p%%/oap
                        kind=oauth;
     omniroute_provider beta url=http://127.0.0.1:%%PORT_mock_p%%/beta;
+    omniroute_provider degp url=http://127.0.0.1:%%PORT_mock_p%%/degp
+                       breaker_degrade=5;
 
     omniroute_error_rule confp id=funds status=429 match=insufficient
                          reason=quota_exhausted cooldown=2h;
@@ -159,6 +163,20 @@ like($t->error_log, qr/environment variable RATE_LIMIT_MAX_WAIT_MS is out of ran
      'the clamp is logged');
 like($t->error_log, qr/environment variable STREAM_THROUGHPUT_WATCHDOG_ENABLED has an invalid value, ignored/,
      'the invalid value is logged');
+
+# the environment goes through the bounds of nginx.conf and PATCH
+is_deeply(vs($s, 'envp', 'breaker', 'max_backoff_multiplier'), [1024, 'env'],
+          'OMNIROUTE_CIRCUIT_BREAKER_MAX_BACKOFF_MULTIPLIER=5000: 1024 as '
+          . 'for nginx.conf and PATCH');
+like($t->error_log, qr/environment variable OMNIROUTE_CIRCUIT_BREAKER_MAX_BACKOFF_MULTIPLIER is out of range \(1\.\.1024\), clamped to 1024/,
+     'the clamp is logged with the range');
+
+# a contradiction between the environment and a default: logged, clamped
+is_deeply(vs($s, 'oap', 'breaker', 'degrade_threshold'), [8, 'env'],
+          'an oauth degrade threshold of 10 above the open threshold 8 is '
+          . 'lowered');
+like($t->error_log, qr/provider "oap": OMNIROUTE_CIRCUIT_BREAKER_OAUTH_DEGRADATION_THRESHOLD=10 conflicts with breaker_failures=8 \(the oauth default\): the degrade threshold must not exceed the open threshold/,
+     'and the contradiction is logged, naming both');
 
 # operator rules from nginx.conf
 my $c = $s->{providers}{confp};
@@ -326,6 +344,188 @@ like($t->error_log, qr/runtime settings of provider "confp" changed/,
        'the runtime rule (3 h) wins over the nginx.conf rule (2 h)');
 }
 
+###########################################################################
+# the rules between settings are nginx.conf's: a PATCH that contradicts
+# them is refused as a whole
+
+$s = settings();
+
+$r = api('PATCH', '/api/resilience', { providers => {
+    envp => { breaker => { open_threshold => 3 } },
+    confp => { breaker => { degrade_threshold => 10 } } } });
+is($r->{status}, 400, 'degrade 10 above the configured open threshold 9');
+is($r->{json}{error}{code}, 'invalid_settings', 'invalid_settings');
+like($r->{json}{error}{message}, qr/^provider "confp": breaker\.degrade_threshold 10 conflicts with breaker\.open_threshold 9: the degrade threshold must not exceed the open threshold \(it would be 9\)$/,
+     'naming both values and the rule');
+
+$r = api('PATCH', '/api/resilience', { providers => {
+    degp => { breaker => { open_threshold => 4 } } } });
+is($r->{status}, 400, 'open 4 below the configured degrade threshold 5');
+like($r->{json}{error}{message}, qr/breaker\.open_threshold 4 conflicts with breaker\.degrade_threshold 5: the degrade threshold must not exceed/,
+     'the field of the PATCH is named first');
+
+is_deeply(settings(), $s, 'nothing changed');
+
+###########################################################################
+# every setting with an nginx.conf parameter has the same range in
+# nginx.conf and in PATCH (below, at and above each bound)
+
+my $D = 86400 * 1000;
+
+# [nginx.conf with %s, group, member, min, max, unit, conf and API extras
+#  that keep the rules between settings out of the way]
+my @bounds = (
+    [ 'breaker_failures=%s', 'breaker', 'open_threshold', 1, 100000 ],
+    [ 'breaker_degrade=%s', 'breaker', 'degrade_threshold', 1, 100000, '',
+      'breaker_failures=100000', { open_threshold => 100000 } ],
+    [ 'breaker_reset=%s', 'breaker', 'reset_timeout_ms', 1, 30 * $D,
+      'ms' ],
+    [ 'breaker_max_multiplier=%s', 'breaker', 'max_backoff_multiplier', 1,
+      1024 ],
+    [ 'cooldown_base=%s', 'cooldown', 'base_cooldown_ms', 1, 30 * $D, 'ms',
+      'cooldown_max=30d', { max_cooldown_ms => 30 * $D } ],
+    [ 'cooldown_max=%s', 'cooldown', 'max_cooldown_ms', 1, 30 * $D, 'ms',
+      'cooldown_base=1ms', { base_cooldown_ms => 1 } ],
+    [ 'retry_delay=%s', 'cooldown', 'retry_delay_ms', 1000, 21600 * 1000,
+      'ms' ],
+    [ 'lockout:base=%s', 'model_lockout', 'base_cooldown_ms', 1, 30 * $D,
+      'ms', 'max=30d', { max_cooldown_ms => 30 * $D } ],
+    [ 'lockout:max=%s', 'model_lockout', 'max_cooldown_ms', 1, 30 * $D,
+      'ms', 'base=1ms', { base_cooldown_ms => 1 } ],
+    [ 'lockout:steps=%s', 'model_lockout', 'max_backoff_steps', 0, 30 ],
+);
+
+my $bserver = <<'EOF';
+    server {
+        listen 127.0.0.1:%%PORT_gw%%;
+        location /v1/ { omniroute_pass; }
+        location /_omniroute { internal; include %%PARAMS%%; }
+    }
+EOF
+
+for my $b (@bounds) {
+    my ($fmt, $grp, $mem, $min, $max, $unit, $cextra, $aextra) = @$b;
+    $unit //= '';
+
+    for my $case ([$min - 1, 0], [$min, 1], [$max, 1], [$max + 1, 0]) {
+        my ($v, $ok) = @$case;
+        my $param = sprintf($fmt, "$v$unit");
+        my $http;
+
+        if ($param =~ s/^lockout://) {
+            $http = "    omniroute_model_lockout on $param"
+                    . ($cextra ? " $cextra" : '') . ";\n"
+                    . "    omniroute_provider p url=http://127.0.0.1:1/p;\n";
+        } else {
+            $http = "    omniroute_provider p url=http://127.0.0.1:1/p "
+                    . $param . ($cextra ? " $cextra" : '') . ";\n";
+        }
+
+        $t->config($http . $bserver);
+        my ($rc, $out) = $t->test_config;
+        (my $pname = $param) =~ s/=.*//;
+
+        if ($ok) {
+            is($rc, 0, "nginx.conf $param: accepted") or diag($out);
+        } else {
+            isnt($rc, 0, "nginx.conf $param: nginx -t fails");
+            like($out, qr/invalid value "\Q$v$unit\E" of "$pname" .*: must be between/,
+                 "nginx.conf $param: out of range") or diag($out);
+        }
+
+        $r = api('PATCH', '/api/resilience', { providers => { beta => {
+            $grp => { $mem => $v, %{$aextra || {}} } } } });
+
+        if ($ok) {
+            is($r->{status}, 200, "PATCH $grp.$mem $v: accepted")
+                or diag($r->{body});
+        } else {
+            is($r->{status}, 400, "PATCH $grp.$mem $v: 400");
+            is($r->{json}{error}{code}, 'out_of_range',
+               "PATCH $grp.$mem $v: out_of_range");
+        }
+
+        api('PATCH', '/api/resilience', { providers => { beta => {
+            $grp => { $mem => undef,
+                      map { $_ => undef } keys %{$aextra || {}} } } } });
+    }
+}
+
+is_deeply(vs(settings(), 'beta', 'breaker', 'open_threshold'),
+          [20, 'env'], 'beta as it was');
+
+###########################################################################
+# a full zone: a PATCH that finds no room changes nothing (all or nothing)
+
+$t->config("    omniroute_zone zone=omniroute:32k;\n"
+           . join('', map { "    omniroute_provider z$_ "
+                            . "url=http://127.0.0.1:1/z$_;\n" } 1 .. 16)
+           . <<'EOF');
+    server {
+        listen 127.0.0.1:%%PORT_gw%%;
+        location / {
+            omniroute_api;
+            omniroute_api_token env=OMNI_TEST_API_TOKEN;
+        }
+    }
+EOF
+$t->restart($port);
+
+# fill the zone with settings records (never evicted) until one is refused
+my $full;
+
+for my $i (1 .. 16) {
+    $r = api('PATCH', '/api/resilience', { providers => {
+        "z$i" => { breaker => { open_threshold => 5 } } } });
+
+    if ($r->{status} != 200) {
+        $full = $i;
+        last;
+    }
+}
+
+ok($full && $full > 2 && $full < 16, 'the zone is full after a few records')
+    or diag("full at " . ($full // 'never'));
+is($r->{status}, 507, 'then 507');
+is($r->{json}{error}{code}, 'zone_full', 'zone_full');
+
+$s = settings();
+is_deeply(vs($s, "z$full", 'breaker', 'open_threshold'), [20, 'env'],
+          'the refused provider kept its settings');
+
+# existing records first, then new ones: z1 and z2 must not change
+$r = api('PATCH', '/api/resilience', { providers => {
+    z1 => { breaker => { open_threshold => 6 } },
+    z2 => { breaker => { open_threshold => 6 },
+            cooldown => { retry_delay_ms => 5000 } },
+    "z$full" => { breaker => { open_threshold => 6 } },
+    'z' . ($full + 1) => { breaker => { open_threshold => 6 } } },
+    global => { request_queue => { max_queue_depth => 9 } } });
+is($r->{status}, 507, 'a PATCH of existing and new records: 507');
+like($r->{json}{error}{message}, qr/nothing was changed/, 'saying so');
+is_deeply(settings(), $s, 'nothing changed: not z1, z2, nor the others');
+
+like(api('GET', '/metrics')->{body},
+     qr/^omniroute_zone_records\{table="settings"\} @{[$full - 1]}$/m,
+     'no record was left behind');
+
+# changes of existing records need no room
+$r = api('PATCH', '/api/resilience', { providers => {
+    z1 => { breaker => { open_threshold => 7 } },
+    z2 => { breaker => { open_threshold => 7 } } } });
+is($r->{status}, 200, 'existing records only: 200');
+is_deeply(vs($r->{json}, 'z2', 'breaker', 'open_threshold'), [7, 'runtime'],
+          'changed');
+
+# removing overrides makes room again
+$r = api('PATCH', '/api/resilience', { providers => {
+    z1 => { breaker => { open_threshold => undef } } } });
+is($r->{status}, 200, 'an override removed');
+$r = api('PATCH', '/api/resilience', { providers => {
+    "z$full" => { breaker => { open_threshold => 6 } } } });
+is($r->{status}, 200, 'the refused provider fits now');
+
 $t->done;
 
 done_testing;
+

@@ -7,11 +7,14 @@
  * runtime; R-CONF-5), and runtime overrides of them, including operator
  * error rules and catch-all defaults (R-CLASS-4).
  *
- * PATCH validates the whole document (types, ranges, the engine's own
- * consistency checks on the resulting settings, rule limits) before
- * anything is written: all or nothing.  null removes a runtime override.
- * Overrides are records of the state store (ngx_omniroute_settings.h), so
- * they survive a reload and are mirrored like any other state.
+ * PATCH validates the whole document (types and ranges of the settings
+ * rows, the rules between settings as nginx.conf's, the engine's own
+ * checks on the resulting settings, rule limits) before anything is
+ * written, then writes every record under one lock once room was found
+ * for all of them: all or nothing, a full zone included.  null removes a
+ * runtime override.  Overrides are records of the state store
+ * (ngx_omniroute_settings.h), so they survive a reload and are mirrored
+ * like any other state.
  */
 
 
@@ -23,6 +26,12 @@
 
 
 typedef struct {
+    ngx_omniroute_settings_override_t  *ov;
+    ngx_omniroute_settings_override_t  *old;
+} ngx_omniroute_api_merge_t;
+
+
+typedef struct {
     ngx_omniroute_provider_t           *p;
     ngx_uint_t                          touched;    /* settings changed */
     ngx_uint_t                          rules;      /* 0 keep, 1 set,
@@ -30,13 +39,8 @@ typedef struct {
     ngx_omniroute_settings_override_t   old;
     ngx_omniroute_settings_override_t   ov;
     ngx_omniroute_rules_override_t     *ro;
+    ngx_omniroute_api_merge_t           m;
 } ngx_omniroute_api_patch_t;
-
-
-typedef struct {
-    ngx_omniroute_settings_override_t  *ov;
-    ngx_omniroute_settings_override_t  *old;
-} ngx_omniroute_api_merge_t;
 
 
 static json_t *ngx_omniroute_api_provider_settings(
@@ -60,6 +64,8 @@ static ngx_int_t ngx_omniroute_api_parse_rules(ngx_omniroute_api_call_t *call,
 static ngx_int_t ngx_omniroute_api_parse_default(
     ngx_omniroute_api_call_t *call, json_t *v, const char *where,
     ngx_omniroute_settings_override_t *ov);
+static ngx_int_t ngx_omniroute_api_conflict(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_provider_t *p, ngx_omniroute_settings_conflict_t *c);
 static ngx_int_t ngx_omniroute_api_parse_enum(ngx_omniroute_api_call_t *call,
     json_t *v, const char *where, const char *field, ngx_uint_t reason,
     ngx_uint_t *out);
@@ -70,6 +76,12 @@ static ngx_uint_t ngx_omniroute_api_merge_update(void *value, void *arg,
     or_msec_t *expires);
 static ngx_uint_t ngx_omniroute_api_rules_update(void *value, void *arg,
     or_msec_t *expires);
+static ngx_uint_t ngx_omniroute_api_rules_delete(void *value, void *arg,
+    or_msec_t *expires);
+static ngx_int_t ngx_omniroute_api_op(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_store_op_t *op, const char *prefix, ngx_str_t *name,
+    size_t size, ngx_omniroute_update_pt update, void *arg,
+    ngx_uint_t create);
 static ngx_uint_t ngx_omniroute_api_ov_empty(
     ngx_omniroute_settings_override_t *ov);
 static size_t ngx_omniroute_api_key(u_char *buf, const char *prefix,
@@ -421,17 +433,17 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
     u_char                              where[NGX_OMNIROUTE_KEY_MAX + 32];
     json_t                             *providers, *global, *v, *pv;
     ngx_str_t                           key;
-    ngx_int_t                           rc;
-    ngx_uint_t                          i, k, n, total, gtouched;
-    const char                         *name, *err;
-    ngx_omniroute_setting_desc_t       *d;
+    ngx_uint_t                          i, n, total, gtouched;
+    const char                         *name;
     ngx_omniroute_provider_t           *p;
     ngx_omniroute_settings_t            s;
-    ngx_omniroute_store_t              *st;
+    ngx_uint_t                          nops;
+    ngx_omniroute_store_op_t           *ops;
     ngx_omniroute_api_patch_t          *patch, *pt;
-    ngx_omniroute_api_merge_t           m;
+    ngx_omniroute_api_merge_t           gm;
     ngx_omniroute_rules_override_t      cur;
     ngx_omniroute_settings_override_t   gold, gov;
+    ngx_omniroute_settings_conflict_t   c;
 
     if (call->body == NULL) {
         return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
@@ -562,50 +574,19 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
             }
         }
 
-        /* the settings that would result must pass the engine's checks */
+        /*
+         * the settings that would result, judged as nginx.conf's are: the
+         * rules between settings for the overridden ones, then the
+         * engine's own checks
+         */
 
         s = p[i].settings;
-        ngx_omniroute_settings_apply(p[i].kind, &s, &pt->ov);
+        ngx_omniroute_settings_layer(&s, &pt->ov);
 
-        err = or_breaker_conf_check(&s.breaker);
-
-        if (err == NULL) {
-            err = or_cooldown_conf_check(&s.cooldown);
-        }
-
-        if (err == NULL) {
-            err = or_lockout_conf_check(&s.lockout);
-        }
-
-        if (err) {
-            return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
-                                          "invalid_settings",
-                                          "provider \"%V\": %s",
-                                          &p[i].name, err);
-        }
-
-        /* a value the engine would clamp conflicts with another one */
-
-        for (k = 0; ngx_omniroute_provider_settings[k].name; k++) {
-            d = &ngx_omniroute_provider_settings[k];
-
-            if (!(pt->ov.set & ((uint64_t) 1 << k))
-                || d->type == NGX_OMNIROUTE_SF_CODES
-                || (d->type == NGX_OMNIROUTE_SF_MSEC_OPT
-                    && pt->ov.value[k] == 0))
-            {
-                continue;
-            }
-
-            if (ngx_omniroute_settings_get(&s, d) != pt->ov.value[k]) {
-                return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
-                                   "invalid_settings",
-                                   "provider \"%V\": %s.%s %L conflicts "
-                                   "with the other settings (it would be "
-                                   "%L)", &p[i].name, d->group, d->name,
-                                   pt->ov.value[k],
-                                   ngx_omniroute_settings_get(&s, d));
-            }
+        if (ngx_omniroute_settings_check(p[i].kind, &s, pt->ov.set, &c)
+            != NGX_OK)
+        {
+            return ngx_omniroute_api_conflict(call, &p[i], &c);
         }
     }
 
@@ -671,9 +652,19 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
         gtouched = 1;
     }
 
-    /* 2. write: records are merged field by field with concurrent PATCHes */
+    /*
+     * 2. write, all or nothing: every record under one lock, after room
+     * for all of them was found; records are merged field by field with
+     * concurrent PATCHes
+     */
 
-    st = &call->omcf->store;
+    ops = ngx_pcalloc(call->r->pool,
+                      (2 * n + 1) * sizeof(ngx_omniroute_store_op_t));
+    if (ops == NULL) {
+        return NGX_ERROR;
+    }
+
+    nops = 0;
 
     for (i = 0; i < n; i++) {
         pt = &patch[i];
@@ -682,69 +673,146 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
             continue;
         }
 
-        key.data = buf;
-        key.len = ngx_omniroute_api_key(buf, "provider:", &p[i].name);
+        pt->m.ov = &pt->ov;
+        pt->m.old = &pt->old;
 
-        m.ov = &pt->ov;
-        m.old = &pt->old;
-
-        rc = ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_SETTINGS, &key,
+        if (ngx_omniroute_api_op(call, &ops[nops++], "provider:", &p[i].name,
                                  sizeof(ngx_omniroute_settings_override_t),
-                                 ngx_omniroute_api_merge_update, &m, 0);
-
-        if (rc == NGX_ERROR) {
-            goto nomem;
+                                 ngx_omniroute_api_merge_update, &pt->m, 1)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
         }
 
-        key.len = ngx_omniroute_api_key(buf, "rules:", &p[i].name);
-
-        if (pt->rules == 1) {
-            rc = ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_SETTINGS,
-                                    &key,
-                                    sizeof(ngx_omniroute_rules_override_t),
-                                    ngx_omniroute_api_rules_update,
-                                    pt->ro, 0);
-
-            if (rc == NGX_ERROR) {
-                goto nomem;
-            }
-
-        } else if (pt->rules == 2) {
-            (void) ngx_omniroute_store_delete(st, NGX_OMNIROUTE_T_SETTINGS,
-                                              &key, 0);
+        if (pt->rules == 0) {
+            continue;
         }
 
-        ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
-                      "omniroute api: runtime settings of provider \"%V\" "
-                      "changed", &p[i].name);
+        if (ngx_omniroute_api_op(call, &ops[nops++], "rules:", &p[i].name,
+                                 sizeof(ngx_omniroute_rules_override_t),
+                                 pt->rules == 1
+                                 ? ngx_omniroute_api_rules_update
+                                 : ngx_omniroute_api_rules_delete,
+                                 pt->ro, pt->rules == 1)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
     }
 
     if (gtouched) {
+        gm.ov = &gov;
+        gm.old = &gold;
+
         ngx_str_set(&key, "global");
 
-        m.ov = &gov;
-        m.old = &gold;
-
-        rc = ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_SETTINGS, &key,
+        if (ngx_omniroute_api_op(call, &ops[nops++], "", &key,
                                  sizeof(ngx_omniroute_settings_override_t),
-                                 ngx_omniroute_api_merge_update, &m, 0);
-
-        if (rc == NGX_ERROR) {
-            goto nomem;
+                                 ngx_omniroute_api_merge_update, &gm, 1)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
         }
+    }
 
+    if (ngx_omniroute_store_update_all(&call->omcf->store, ops, nops)
+        != NGX_OK)
+    {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_INSUFFICIENT_STORAGE,
+                                      "zone_full",
+                                      "the omniroute zone has no room for "
+                                      "the settings; nothing was changed");
+    }
+
+    for (i = 0; i < n; i++) {
+        if (patch[i].touched) {
+            ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
+                          "omniroute api: runtime settings of provider "
+                          "\"%V\" changed", &p[i].name);
+        }
+    }
+
+    if (gtouched) {
         ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
                       "omniroute api: global runtime settings changed");
     }
 
     return ngx_omniroute_api_settings(call);
+}
 
-nomem:
 
-    return ngx_omniroute_api_fail(call, NGX_HTTP_INSUFFICIENT_STORAGE,
-                                  "zone_full",
-                                  "the omniroute zone has no room for the "
-                                  "settings");
+/* a store op on the settings record PREFIX NAME; the key from the pool */
+
+static ngx_int_t
+ngx_omniroute_api_op(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_store_op_t *op, const char *prefix, ngx_str_t *name,
+    size_t size, ngx_omniroute_update_pt update, void *arg,
+    ngx_uint_t create)
+{
+    u_char  buf[NGX_OMNIROUTE_KEY_MAX];
+
+    op->key.len = ngx_omniroute_api_key(buf, prefix, name);
+
+    if (op->key.len == 0) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                      "invalid_request",
+                                      "provider name \"%V\" is too long",
+                                      name);
+    }
+
+    op->key.data = ngx_pnalloc(call->r->pool, op->key.len);
+    if (op->key.data == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memcpy(op->key.data, buf, op->key.len);
+
+    op->table = NGX_OMNIROUTE_T_SETTINGS;
+    op->size = size;
+    op->update = update;
+    op->arg = arg;
+    op->create = create;
+
+    return NGX_OK;
+}
+
+
+/* 400 invalid_settings: what ngx_omniroute_settings_check() found */
+
+static ngx_int_t
+ngx_omniroute_api_conflict(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_provider_t *p, ngx_omniroute_settings_conflict_t *c)
+{
+    u_char                        *b, *last, buf[256];
+    ngx_omniroute_setting_desc_t  *d, *o;
+
+    if (c->field < 0) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                      "invalid_settings",
+                                      "provider \"%V\": %s", &p->name,
+                                      c->reason);
+    }
+
+    d = &ngx_omniroute_provider_settings[c->field];
+
+    last = buf + sizeof(buf) - 1;
+    b = ngx_slprintf(buf, last, "%s.%s %L", d->group, d->name, c->value);
+
+    if (c->other >= 0) {
+        o = &ngx_omniroute_provider_settings[c->other];
+        b = ngx_slprintf(b, last, " conflicts with %s.%s %L", o->group,
+                         o->name, c->other_value);
+    }
+
+    b = ngx_slprintf(b, last, ": %s", c->reason);
+
+    if (c->result != c->value) {
+        b = ngx_slprintf(b, last, " (it would be %L)", c->result);
+    }
+
+    return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                  "invalid_settings", "provider \"%V\": %*s",
+                                  &p->name, (size_t) (b - buf), buf);
 }
 
 
@@ -1397,6 +1465,15 @@ ngx_omniroute_api_rules_update(void *value, void *arg, or_msec_t *expires)
     *cur = *ro;
 
     return NGX_OMNIROUTE_CHANGED;
+}
+
+
+/* error_rules: null -- back to nginx.conf's */
+
+static ngx_uint_t
+ngx_omniroute_api_rules_delete(void *value, void *arg, or_msec_t *expires)
+{
+    return NGX_OMNIROUTE_DELETE;
 }
 
 

@@ -7,6 +7,12 @@
  * rules (omniroute_error_rule, omniroute_error_default, omniroute_restate)
  * with their limits (R-CLASS-4, R-CLASS-1).  Rules name their provider and
  * are attached to it in ngx_omniroute_rules_init().
+ *
+ * Settings parameters are the rows of ngx_omniroute_provider_settings
+ * (ngx_omniroute_settings.c): names, ranges and the rules between them
+ * are the admin API's.  The rules between settings are judged once the
+ * provider's kind and the environment are known, in
+ * ngx_omniroute_rules_init(), and reported at the directive's line.
  */
 
 
@@ -17,14 +23,40 @@
 #include "ngx_omniroute.h"
 
 
+#define NGX_OMNIROUTE_CONF_ERR_MAX  256
+
+
+typedef struct {
+    ngx_str_t                     param;        /* omniroute_model_lockout */
+    const char                   *name;         /* model_lockout member */
+} ngx_omniroute_lockout_param_t;
+
+
 static ngx_int_t ngx_omniroute_parse_msec(ngx_str_t *s, or_msec_t *ms);
-static ngx_int_t ngx_omniroute_parse_flag(ngx_str_t *s, int32_t *flag);
 static ngx_int_t ngx_omniroute_parse_statuses(ngx_str_t *s, int *out,
     ngx_uint_t max, ngx_uint_t *n);
+static ngx_int_t ngx_omniroute_provider_check(ngx_conf_t *cf,
+    ngx_omniroute_provider_t *p);
+static u_char *ngx_omniroute_conf_conflict(u_char *p, u_char *last,
+    ngx_omniroute_settings_t *s, ngx_omniroute_settings_conflict_t *c,
+    or_kind_e kind);
+static u_char *ngx_omniroute_conf_field(u_char *p, u_char *last,
+    ngx_omniroute_settings_t *s, ngx_int_t i, int64_t v, or_kind_e kind);
 static ngx_omniroute_rule_conf_t *ngx_omniroute_rule_add(ngx_conf_t *cf,
     ngx_omniroute_main_conf_t *omcf, ngx_uint_t type);
 static ngx_int_t ngx_omniroute_reason_scope(ngx_conf_t *cf, ngx_str_t *arg,
     or_reason_e *reason, or_scope_e *scope);
+
+
+/* parameters of omniroute_model_lockout: rows of the model_lockout group */
+static ngx_omniroute_lockout_param_t  ngx_omniroute_lockout_params[] = {
+    { ngx_string("base"), "base_cooldown_ms" },
+    { ngx_string("max"), "max_cooldown_ms" },
+    { ngx_string("steps"), "max_backoff_steps" },
+    { ngx_string("exponential"), "exponential" },
+    { ngx_string("codes"), "error_codes" },
+    { ngx_null_string, NULL }
+};
 
 
 /* a time ("90s", "5m", "1h", bare seconds) in milliseconds */
@@ -43,23 +75,6 @@ ngx_omniroute_parse_msec(ngx_str_t *s, or_msec_t *ms)
     *ms = v;
 
     return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_omniroute_parse_flag(ngx_str_t *s, int32_t *flag)
-{
-    if (s->len == 2 && ngx_strncmp(s->data, "on", 2) == 0) {
-        *flag = 1;
-        return NGX_OK;
-    }
-
-    if (s->len == 3 && ngx_strncmp(s->data, "off", 3) == 0) {
-        *flag = 0;
-        return NGX_OK;
-    }
-
-    return NGX_ERROR;
 }
 
 
@@ -95,7 +110,8 @@ ngx_omniroute_parse_statuses(ngx_str_t *s, int *out, ngx_uint_t max,
 
 
 /*
- * A resilience parameter of omniroute_provider ("breaker_failures=8").
+ * A resilience parameter of omniroute_provider ("breaker_failures=8"):
+ * a settings row found by its conf name, or catalog= and quota_family=.
  * NGX_DECLINED: not a resilience parameter.
  */
 
@@ -103,10 +119,10 @@ ngx_int_t
 ngx_omniroute_provider_setting(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
     ngx_str_t *arg)
 {
-    u_char            *eq;
-    int32_t            flag;
-    ngx_int_t          n;
+    u_char            *eq, buf[NGX_OMNIROUTE_CONF_ERR_MAX];
+    ngx_int_t          i;
     ngx_str_t          name, val;
+    const char        *err;
     or_family_rule_t  *fr;
 
     eq = ngx_strlchr(arg->data, arg->data + arg->len, '=');
@@ -119,105 +135,39 @@ ngx_omniroute_provider_setting(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
     val.data = eq + 1;
     val.len = arg->data + arg->len - val.data;
 
-#define ngx_omniroute_is(s)                                                  \
-    (name.len == sizeof(s) - 1 && ngx_strncmp(name.data, s, name.len) == 0)
+    i = ngx_omniroute_settings_conf_find(&name);
 
-    if (ngx_omniroute_is("catalog")) {
+    if (i >= 0) {
+        err = ngx_omniroute_settings_parse(
+                  &ngx_omniroute_provider_settings[i], &p->settings, &val,
+                  buf, sizeof(buf));
+
+        if (err) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid value \"%V\" of \"%V\" of provider "
+                               "\"%V\": %s", &val, &name, &p->name, err);
+            return NGX_ERROR;
+        }
+
+        /* where the rules between settings are reported */
+        p->settings.conf_file = cf->conf_file->file.name;
+        p->settings.conf_line = cf->conf_file->line;
+
+        return NGX_OK;
+    }
+
+    if (name.len == 7 && ngx_strncmp(name.data, "catalog", 7) == 0) {
         p->catalog = val;
         return NGX_OK;
     }
 
-    if (ngx_omniroute_is("breaker_failures")
-        || ngx_omniroute_is("breaker_degrade")
-        || ngx_omniroute_is("breaker_max_multiplier"))
-    {
-        n = ngx_atoi(val.data, val.len);
-        if (n < 1 || n > 100000) {
-            goto invalid;
-        }
-
-        if (ngx_omniroute_is("breaker_failures")) {
-            p->settings.breaker.open_threshold = (int32_t) n;
-
-        } else if (ngx_omniroute_is("breaker_degrade")) {
-            p->settings.breaker.degrade_threshold = (int32_t) n;
-
-        } else {
-            p->settings.breaker.max_backoff_multiplier = (int32_t) n;
-        }
-
-        return NGX_OK;
-    }
-
-    if (ngx_omniroute_is("breaker_reset")) {
-        if (ngx_omniroute_parse_msec(&val, &p->settings.breaker.reset_ms)
-            != NGX_OK || p->settings.breaker.reset_ms == 0)
-        {
-            goto invalid;
-        }
-
-        return NGX_OK;
-    }
-
-    if (ngx_omniroute_is("breaker_window_gate")) {
-        if (ngx_omniroute_parse_flag(&val, &flag) != NGX_OK) {
-            goto invalid;
-        }
-
-        p->settings.breaker.gate_enabled = flag;
-        return NGX_OK;
-    }
-
-    if (ngx_omniroute_is("cooldown_base")) {
-        if (ngx_omniroute_parse_msec(&val, &p->settings.cooldown.base_ms)
-            != NGX_OK || p->settings.cooldown.base_ms == 0)
-        {
-            goto invalid;
-        }
-
-        return NGX_OK;
-    }
-
-    if (ngx_omniroute_is("cooldown_max")) {
-        if (ngx_omniroute_parse_msec(&val, &p->settings.cooldown.max_ms)
-            != NGX_OK || p->settings.cooldown.max_ms == 0)
-        {
-            goto invalid;
-        }
-
-        return NGX_OK;
-    }
-
-    if (ngx_omniroute_is("retry_delay")) {
-        if (ngx_omniroute_parse_msec(&val,
-                                     &p->settings.cooldown.provider_delay_ms)
-            != NGX_OK
-            || p->settings.cooldown.provider_delay_ms < 1000
-            || p->settings.cooldown.provider_delay_ms > 21600 * 1000)
-        {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid \"retry_delay=%V\" of provider "
-                               "\"%V\": must be between 1s and 21600s (6h)",
-                               &val, &p->name);
-            return NGX_ERROR;
-        }
-
-        return NGX_OK;
-    }
-
-    if (ngx_omniroute_is("lockout")) {
-        if (ngx_omniroute_parse_flag(&val, &flag) != NGX_OK) {
-            goto invalid;
-        }
-
-        p->settings.lockout.enabled = flag;
-        return NGX_OK;
-    }
-
-    if (ngx_omniroute_is("quota_family")) {
+    if (name.len == 12 && ngx_strncmp(name.data, "quota_family", 12) == 0) {
         /* PREFIX or PREFIX:FAMILY; strings from the config are kept */
         if (val.len == 0) {
-            goto invalid;
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid value \"\" of \"quota_family\" of "
+                               "provider \"%V\"", &p->name);
+            return NGX_ERROR;
         }
 
         fr = ngx_array_push(&p->families);
@@ -239,121 +189,263 @@ ngx_omniroute_provider_setting(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
         return NGX_OK;
     }
 
-#undef ngx_omniroute_is
-
     return NGX_DECLINED;
-
-invalid:
-
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid value \"%V\" of \"%V\" of provider \"%V\"",
-                       &val, &name, &p->name);
-    return NGX_ERROR;
 }
 
 
-/* omniroute_model_lockout on|off [base=] [max=] [steps=] [exponential=]
- * [codes=]: the default model lockout settings of every provider */
+/*
+ * The rules between a provider's settings, once its kind and the
+ * environment are known: a contradiction involving a value of
+ * omniroute_provider fails (the engine would clamp it silently or refuse
+ * it); one between environment variables only is logged and the engine
+ * has its way, as with an out-of-range variable.
+ */
+
+static ngx_int_t
+ngx_omniroute_provider_check(ngx_conf_t *cf, ngx_omniroute_provider_t *p)
+{
+    u_char                             *b;
+    u_char                              buf[NGX_OMNIROUTE_CONF_ERR_MAX];
+    ngx_omniroute_settings_t            s;
+    ngx_omniroute_settings_conflict_t   c;
+
+    s = p->settings;
+    ngx_omniroute_settings_env(p->kind, &s);
+
+    if (ngx_omniroute_settings_check(p->kind, &s, s.conf_set, &c) != NGX_OK
+        && c.field >= 0)
+    {
+        b = ngx_omniroute_conf_conflict(buf, buf + sizeof(buf), &s, &c,
+                                        p->kind);
+
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                      "invalid resilience settings of provider \"%V\": %*s "
+                      "in %V:%ui", &p->name, (size_t) (b - buf), buf,
+                      &s.conf_file, s.conf_line);
+        return NGX_ERROR;
+    }
+
+    if (ngx_omniroute_settings_check(p->kind, &s, s.env_set, &c) != NGX_OK
+        && c.field >= 0)
+    {
+        b = ngx_omniroute_conf_conflict(buf, buf + sizeof(buf), &s, &c,
+                                        p->kind);
+
+        ngx_log_error(NGX_LOG_WARN, cf->log, 0,
+                      "omniroute: provider \"%V\": %*s", &p->name,
+                      (size_t) (b - buf), buf);
+    }
+
+    return NGX_OK;
+}
+
+
+/* "breaker_degrade=10 conflicts with breaker_failures=8: why (it would
+ * be 8)" */
+
+static u_char *
+ngx_omniroute_conf_conflict(u_char *p, u_char *last,
+    ngx_omniroute_settings_t *s, ngx_omniroute_settings_conflict_t *c,
+    or_kind_e kind)
+{
+    p = ngx_omniroute_conf_field(p, last, s, c->field, c->value, kind);
+
+    if (c->other >= 0) {
+        p = ngx_slprintf(p, last, " conflicts with ");
+        p = ngx_omniroute_conf_field(p, last, s, c->other, c->other_value,
+                                     kind);
+    }
+
+    p = ngx_slprintf(p, last, ": %s", c->reason);
+
+    if (c->result != c->value) {
+        p = ngx_slprintf(p, last, " (it would be ");
+        p = ngx_omniroute_settings_print(p, last,
+                                 &ngx_omniroute_provider_settings[c->field],
+                                 c->result);
+        p = ngx_slprintf(p, last, ")");
+    }
+
+    return p;
+}
+
+
+/*
+ * A field as an operator knows it: "breaker_degrade=10" (nginx.conf),
+ * "OMNIROUTE_..._THRESHOLD=5" (environment), or "breaker_failures=8 (the
+ * default)".
+ */
+
+static u_char *
+ngx_omniroute_conf_field(u_char *p, u_char *last, ngx_omniroute_settings_t *s,
+    ngx_int_t i, int64_t v, or_kind_e kind)
+{
+    u_char                         env[NGX_OMNIROUTE_CONF_ERR_MAX];
+    uint64_t                       bit;
+    const char                    *name;
+    ngx_omniroute_setting_desc_t  *d;
+
+    d = &ngx_omniroute_provider_settings[i];
+    bit = (uint64_t) 1 << i;
+
+    if (s->env_set & bit) {
+        name = ngx_omniroute_settings_env_name(d, kind, env, sizeof(env));
+        p = ngx_slprintf(p, last, "%s=", name);
+        return ngx_omniroute_settings_print(p, last, d, v);
+    }
+
+    if (d->conf) {
+        p = ngx_slprintf(p, last, "%s=", d->conf);
+
+    } else {
+        p = ngx_slprintf(p, last, "%s.%s=", d->group, d->name);
+    }
+
+    p = ngx_omniroute_settings_print(p, last, d, v);
+
+    if (!(s->conf_set & bit)) {
+        p = ngx_slprintf(p, last, " (the %s default)", or_kind_name(kind));
+    }
+
+    return p;
+}
+
+
+/*
+ * omniroute_model_lockout on|off [base=] [max=] [steps=] [exponential=]
+ * [codes=]: the default model lockout settings of every provider, parsed
+ * and bounded by the rows of the model_lockout group
+ */
 
 char *
 ngx_omniroute_model_lockout(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_omniroute_main_conf_t *omcf = conf;
 
-    ngx_str_t           *value, v;
-    ngx_int_t            n;
-    ngx_uint_t           i, nc;
-    or_lockout_conf_t   *lc;
+    u_char                             *b, *last;
+    u_char                              buf[NGX_OMNIROUTE_CONF_ERR_MAX];
+    uint64_t                            mask;
+    ngx_int_t                           row;
+    ngx_str_t                          *value, v;
+    ngx_uint_t                          i;
+    const char                         *err;
+    ngx_omniroute_settings_t            s;
+    ngx_omniroute_lockout_param_t      *lp;
+    ngx_omniroute_setting_desc_t       *d;
+    ngx_omniroute_settings_conflict_t   c;
 
     value = cf->args->elts;
-    lc = &omcf->lockout;
 
-    if (lc->enabled != OR_UNSET) {
+    if (omcf->lockout.enabled != OR_UNSET) {
         return "is duplicate";
     }
 
-    if (ngx_omniroute_parse_flag(&value[1], &lc->enabled) != NGX_OK) {
+    /* the rows work on a whole settings struct */
+
+    ngx_memzero(&s, sizeof(ngx_omniroute_settings_t));
+    or_breaker_conf_init(&s.breaker);
+    or_cooldown_conf_init(&s.cooldown);
+    s.lockout = omcf->lockout;
+
+    row = ngx_omniroute_settings_find(ngx_omniroute_provider_settings,
+                                      "model_lockout", "enabled");
+
+    if (row < 0
+        || ngx_omniroute_settings_parse(&ngx_omniroute_provider_settings[row],
+                                        &s, &value[1], buf, sizeof(buf))
+           != NULL)
+    {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid value \"%V\" of \"omniroute_model_lockout\""
                            ": expected on or off", &value[1]);
         return NGX_CONF_ERROR;
     }
 
+    mask = (uint64_t) 1 << row;
+
     for (i = 2; i < cf->args->nelts; i++) {
 
-        if (ngx_strncmp(value[i].data, "base=", 5) == 0) {
-            v.data = value[i].data + 5;
-            v.len = value[i].len - 5;
-
-            if (ngx_omniroute_parse_msec(&v, &lc->base_ms) != NGX_OK
-                || lc->base_ms == 0)
+        for (lp = ngx_omniroute_lockout_params; lp->name; lp++) {
+            if (value[i].len > lp->param.len
+                && value[i].data[lp->param.len] == '='
+                && ngx_strncmp(value[i].data, lp->param.data, lp->param.len)
+                   == 0)
             {
-                goto invalid;
+                break;
             }
-
-            continue;
         }
 
-        if (ngx_strncmp(value[i].data, "max=", 4) == 0) {
-            v.data = value[i].data + 4;
-            v.len = value[i].len - 4;
+        row = (lp->name == NULL) ? -1
+              : ngx_omniroute_settings_find(ngx_omniroute_provider_settings,
+                                            "model_lockout", lp->name);
 
-            if (ngx_omniroute_parse_msec(&v, &lc->max_ms) != NGX_OK
-                || lc->max_ms == 0)
-            {
-                goto invalid;
-            }
-
-            continue;
+        if (row < 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\" of "
+                               "\"omniroute_model_lockout\"", &value[i]);
+            return NGX_CONF_ERROR;
         }
 
-        if (ngx_strncmp(value[i].data, "steps=", 6) == 0) {
-            n = ngx_atoi(value[i].data + 6, value[i].len - 6);
-            if (n < 0 || n > OR_LOCKOUT_MAX_STEPS) {
-                goto invalid;
-            }
+        v.data = value[i].data + lp->param.len + 1;
+        v.len = value[i].len - lp->param.len - 1;
 
-            lc->max_backoff_steps = (int32_t) n;
-            continue;
+        err = ngx_omniroute_settings_parse(
+                  &ngx_omniroute_provider_settings[row], &s, &v, buf,
+                  sizeof(buf));
+
+        if (err) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid value \"%V\" of \"%V\" of "
+                               "\"omniroute_model_lockout\": %s", &v,
+                               &lp->param, err);
+            return NGX_CONF_ERROR;
         }
 
-        if (ngx_strncmp(value[i].data, "exponential=", 12) == 0) {
-            v.data = value[i].data + 12;
-            v.len = value[i].len - 12;
-
-            if (ngx_omniroute_parse_flag(&v, &lc->exponential) != NGX_OK) {
-                goto invalid;
-            }
-
-            continue;
-        }
-
-        if (ngx_strncmp(value[i].data, "codes=", 6) == 0) {
-            v.data = value[i].data + 6;
-            v.len = value[i].len - 6;
-
-            if (ngx_omniroute_parse_statuses(&v, lc->codes,
-                                             OR_LOCKOUT_CODES_MAX, &nc)
-                != NGX_OK)
-            {
-                goto invalid;
-            }
-
-            lc->n_codes = (int32_t) nc;
-            continue;
-        }
-
-        goto invalid;
+        mask |= (uint64_t) 1 << row;
     }
 
+    /* the rules between them, against the defaults of what is not set */
+
+    if (ngx_omniroute_settings_check(OR_KIND_APIKEY, &s, mask, &c) != NGX_OK
+        && c.field >= 0)
+    {
+        last = buf + sizeof(buf) - 1;
+        b = buf;
+
+        for (i = 0; i < 2; i++) {
+            row = (i == 0) ? c.field : c.other;
+
+            if (row < 0) {
+                break;
+            }
+
+            d = &ngx_omniroute_provider_settings[row];
+
+            for (lp = ngx_omniroute_lockout_params; lp->name; lp++) {
+                if (ngx_strcmp(lp->name, d->name) == 0) {
+                    break;
+                }
+            }
+
+            b = ngx_slprintf(b, last, "%s%s=", i ? " conflicts with " : "",
+                             lp->name ? (char *) lp->param.data : d->name);
+            b = ngx_omniroute_settings_print(b, last, d,
+                                             i ? c.other_value : c.value);
+
+            if (!(mask & ((uint64_t) 1 << row))) {
+                b = ngx_slprintf(b, last, " (the default)");
+            }
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid \"omniroute_model_lockout\": %*s: %s",
+                           (size_t) (b - buf), buf, c.reason);
+        return NGX_CONF_ERROR;
+    }
+
+    omcf->lockout = s.lockout;
+
     return NGX_CONF_OK;
-
-invalid:
-
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid parameter \"%V\" of "
-                       "\"omniroute_model_lockout\"", &value[i]);
-    return NGX_CONF_ERROR;
 }
 
 
@@ -727,6 +819,12 @@ ngx_omniroute_rules_init(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
         p[j].class_conf.noprules = p[j].oprules.nelts;
         p[j].class_conf.restate = p[j].restate.elts;
         p[j].class_conf.nrestate = p[j].restate.nelts;
+
+        /* before the http-level lockout settings: only its own count */
+
+        if (ngx_omniroute_provider_check(cf, &p[j]) != NGX_OK) {
+            return NGX_ERROR;
+        }
 
         /* http-level lockout settings for what the provider left unset */
 

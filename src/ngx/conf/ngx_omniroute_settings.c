@@ -18,37 +18,16 @@
 #include "ngx_omniroute.h"
 
 
-#define NGX_OMNIROUTE_ALL_KINDS    -1
-
-#define NGX_OMNIROUTE_ENV_INT      0
-#define NGX_OMNIROUTE_ENV_MS       1
-#define NGX_OMNIROUTE_ENV_SEC      2
-#define NGX_OMNIROUTE_ENV_BOOL     3
-
 #define NGX_OMNIROUTE_DAY_MS       ((int64_t) 86400 * 1000)
 #define NGX_OMNIROUTE_30D_MS       (30 * NGX_OMNIROUTE_DAY_MS)
 
-/* provider table indexes used below */
-#define NGX_OMNIROUTE_F_DEGRADE    0
-#define NGX_OMNIROUTE_F_OPEN       1
-#define NGX_OMNIROUTE_F_RESET      2
-#define NGX_OMNIROUTE_F_MULT       3
-#define NGX_OMNIROUTE_F_GATE       6
-#define NGX_OMNIROUTE_F_GATE_N     7
-#define NGX_OMNIROUTE_F_GATE_WIN   8
-#define NGX_OMNIROUTE_F_GATE_CD    9
-#define NGX_OMNIROUTE_F_ENV_RESET  14
+#define NGX_OMNIROUTE_ENV_NAME_MAX  96
 
 #define ngx_omniroute_sfield(group, f)                                        \
     offsetof(ngx_omniroute_settings_t, group.f)
 
-
-typedef struct {
-    const char                   *name;
-    ngx_int_t                     kind;         /* or ALL_KINDS */
-    ngx_uint_t                    field;        /* index in the table */
-    ngx_uint_t                    unit;         /* NGX_OMNIROUTE_ENV_* */
-} ngx_omniroute_env_t;
+#define ngx_omniroute_gfield(f)                                               \
+    offsetof(ngx_omniroute_global_settings_t, f)
 
 
 typedef struct {
@@ -58,202 +37,180 @@ typedef struct {
 
 
 static void ngx_omniroute_settings_read_env(void);
-static ngx_int_t ngx_omniroute_env_parse(ngx_omniroute_env_t *e,
+static ngx_int_t ngx_omniroute_env_parse(const char *name,
     ngx_omniroute_setting_desc_t *d, int64_t *out);
 static ngx_uint_t ngx_omniroute_settings_unset(void *base,
     ngx_omniroute_setting_desc_t *d);
 static void ngx_omniroute_settings_clear(void *base,
     ngx_omniroute_setting_desc_t *d);
+static int64_t ngx_omniroute_settings_value(ngx_omniroute_settings_t *s,
+    ngx_omniroute_settings_t *filled, ngx_uint_t i);
+static const char *ngx_omniroute_settings_parse_codes(
+    ngx_omniroute_setting_desc_t *d, void *base, ngx_str_t *text, u_char *buf,
+    size_t len);
 static size_t ngx_omniroute_settings_key(u_char *buf, const char *prefix,
     ngx_str_t *name);
 
 
+/*
+ * The provider settings (R-CB, R-CD, R-ML, R-ENV).  A row's index is its
+ * bit in conf_set, env_set and the override records: append only.
+ *
+ * group, name: the admin API; conf: the omniroute_provider parameter;
+ * env: the environment variable ("*": OAUTH, API_KEY or LOCAL after the
+ * provider's kind) and its unit in ms; offset, type, range; at_most: the
+ * member of the same group this one may not exceed, and why.
+ */
+
 ngx_omniroute_setting_desc_t  ngx_omniroute_provider_settings[] = {
 
     /* 0 .. 9: provider circuit breaker (R-CB) */
-    { "breaker", "degrade_threshold",
+    { "breaker", "degrade_threshold", "breaker_degrade",
+      "OMNIROUTE_CIRCUIT_BREAKER_*_DEGRADATION_THRESHOLD", 1,
       ngx_omniroute_sfield(breaker, degrade_threshold),
-      NGX_OMNIROUTE_SF_INT, 1, 100000 },
-    { "breaker", "open_threshold",
+      NGX_OMNIROUTE_SF_INT, 1, 100000,
+      "open_threshold",
+      "the degrade threshold must not exceed the open threshold" },
+    { "breaker", "open_threshold", "breaker_failures",
+      "OMNIROUTE_CIRCUIT_BREAKER_*_THRESHOLD", 1,
       ngx_omniroute_sfield(breaker, open_threshold),
-      NGX_OMNIROUTE_SF_INT, 1, 100000 },
-    { "breaker", "reset_timeout_ms",
+      NGX_OMNIROUTE_SF_INT, 1, 100000, NULL, NULL },
+    { "breaker", "reset_timeout_ms", "breaker_reset",
+      "OMNIROUTE_CIRCUIT_BREAKER_*_RESET_MS", 1,
       ngx_omniroute_sfield(breaker, reset_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS },
-    { "breaker", "max_backoff_multiplier",
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS, NULL, NULL },
+    { "breaker", "max_backoff_multiplier", "breaker_max_multiplier",
+      "OMNIROUTE_CIRCUIT_BREAKER_MAX_BACKOFF_MULTIPLIER", 1,
       ngx_omniroute_sfield(breaker, max_backoff_multiplier),
-      NGX_OMNIROUTE_SF_INT, 1, OR_BREAKER_MAX_MULT },
-    { "breaker", "recovery_successes",
+      NGX_OMNIROUTE_SF_INT, 1, OR_BREAKER_MAX_MULT, NULL, NULL },
+    { "breaker", "recovery_successes", NULL, NULL, 1,
       ngx_omniroute_sfield(breaker, recovery_successes),
-      NGX_OMNIROUTE_SF_INT, 1, 100000 },
-    { "breaker", "probe_timeout_ms",
+      NGX_OMNIROUTE_SF_INT, 1, 100000, NULL, NULL },
+    { "breaker", "probe_timeout_ms", NULL, NULL, 1,
       ngx_omniroute_sfield(breaker, probe_timeout_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS },
-    { "breaker", "provider_cooldown_enabled",
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS, NULL, NULL },
+    { "breaker", "provider_cooldown_enabled", "breaker_window_gate",
+      "PROVIDER_COOLDOWN_ENABLED", 1,
       ngx_omniroute_sfield(breaker, gate_enabled),
-      NGX_OMNIROUTE_SF_BOOL, 0, 1 },
-    { "breaker", "provider_cooldown_failures",
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
+    { "breaker", "provider_cooldown_failures", NULL,
+      "OMNIROUTE_PROVIDER_BREAKER_*_FAILURE_THRESHOLD", 1,
       ngx_omniroute_sfield(breaker, gate_threshold),
-      NGX_OMNIROUTE_SF_INT, 1, OR_BREAKER_RING },
-    { "breaker", "provider_cooldown_window_ms",
+      NGX_OMNIROUTE_SF_INT, 1, OR_BREAKER_RING, NULL, NULL },
+    { "breaker", "provider_cooldown_window_ms", NULL,
+      "OMNIROUTE_PROVIDER_BREAKER_*_FAILURE_WINDOW_MS", 1,
       ngx_omniroute_sfield(breaker, gate_window_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS },
-    { "breaker", "provider_cooldown_ms",
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS, NULL, NULL },
+    { "breaker", "provider_cooldown_ms", NULL,
+      "OMNIROUTE_PROVIDER_BREAKER_*_COOLDOWN_MS", 1,
       ngx_omniroute_sfield(breaker, gate_cooldown_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS },
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS, NULL, NULL },
 
     /* 10 .. 20: connection cooldown (R-CD) */
-    { "cooldown", "base_cooldown_ms",
+    { "cooldown", "base_cooldown_ms", "cooldown_base", NULL, 1,
       ngx_omniroute_sfield(cooldown, base_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS },
-    { "cooldown", "max_cooldown_ms",
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS,
+      "max_cooldown_ms", "cooldown max must be at least the base" },
+    { "cooldown", "max_cooldown_ms", "cooldown_max", NULL, 1,
       ngx_omniroute_sfield(cooldown, max_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS },
-    { "cooldown", "max_backoff_steps",
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS, NULL, NULL },
+    { "cooldown", "max_backoff_steps", NULL, NULL, 1,
       ngx_omniroute_sfield(cooldown, max_backoff_steps),
-      NGX_OMNIROUTE_SF_INT, 0, OR_COOLDOWN_MAX_STEPS },
-    { "cooldown", "retry_delay_ms",
+      NGX_OMNIROUTE_SF_INT, 0, OR_COOLDOWN_MAX_STEPS, NULL, NULL },
+    { "cooldown", "retry_delay_ms", "retry_delay", NULL, 1,
       ngx_omniroute_sfield(cooldown, provider_delay_ms),
       NGX_OMNIROUTE_SF_MSEC_OPT, OR_COOLDOWN_RETRY_MIN_MS,
-      OR_COOLDOWN_RETRY_MAX_MS },
-    { "cooldown", "rate_limit_reset_ms",
+      OR_COOLDOWN_RETRY_MAX_MS, NULL, NULL },
+    { "cooldown", "rate_limit_reset_ms", NULL,
+      "OMNIROUTE_ROTATION_RATE_LIMIT_RESET_SECONDS", 1000,
       ngx_omniroute_sfield(cooldown, env_default_ms),
-      NGX_OMNIROUTE_SF_MSEC_OPT, 1, NGX_OMNIROUTE_30D_MS },
-    { "cooldown", "concurrency_cooldown_ms",
+      NGX_OMNIROUTE_SF_MSEC_OPT, 1, NGX_OMNIROUTE_30D_MS, NULL, NULL },
+    { "cooldown", "concurrency_cooldown_ms", NULL, NULL, 1,
       ngx_omniroute_sfield(cooldown, concurrency_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS },
-    { "cooldown", "max_retry_hint_ms",
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS, NULL, NULL },
+    { "cooldown", "max_retry_hint_ms", NULL, NULL, 1,
       ngx_omniroute_sfield(cooldown, hint_max_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS },
-    { "cooldown", "expired_retries",
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS, NULL, NULL },
+    { "cooldown", "expired_retries", NULL, NULL, 1,
       ngx_omniroute_sfield(cooldown, expired_retry_max),
-      NGX_OMNIROUTE_SF_INT, 0, 1000 },
-    { "cooldown", "rejected_base_cooldown_ms",
+      NGX_OMNIROUTE_SF_INT, 0, 1000, NULL, NULL },
+    { "cooldown", "rejected_base_cooldown_ms", NULL, NULL, 1,
       ngx_omniroute_sfield(cooldown, rejected_base_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS },
-    { "cooldown", "rejected_max_cooldown_ms",
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS,
+      "rejected_max_cooldown_ms",
+      "request-rejected cooldown max must be at least its base" },
+    { "cooldown", "rejected_max_cooldown_ms", NULL, NULL, 1,
       ngx_omniroute_sfield(cooldown, rejected_max_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS },
-    { "cooldown", "stream_stall_cooldown",
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_30D_MS, NULL, NULL },
+    { "cooldown", "stream_stall_cooldown", NULL, NULL, 1,
       ngx_omniroute_sfield(cooldown, stream_stall_cooldown),
-      NGX_OMNIROUTE_SF_BOOL, 0, 1 },
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
 
-    /* 21 .. 27: model lockout (R-ML) */
-    { "model_lockout", "enabled",
+    /* 21 .. 27: model lockout (R-ML); see also omniroute_model_lockout */
+    { "model_lockout", "enabled", "lockout", NULL, 1,
       ngx_omniroute_sfield(lockout, enabled),
-      NGX_OMNIROUTE_SF_BOOL, 0, 1 },
-    { "model_lockout", "error_codes",
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
+    { "model_lockout", "error_codes", NULL, NULL, 1,
       ngx_omniroute_sfield(lockout, n_codes),
-      NGX_OMNIROUTE_SF_CODES, 100, 599 },
-    { "model_lockout", "base_cooldown_ms",
+      NGX_OMNIROUTE_SF_CODES, 100, 599, NULL, NULL },
+    { "model_lockout", "base_cooldown_ms", NULL, NULL, 1,
       ngx_omniroute_sfield(lockout, base_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, OR_LOCKOUT_MAX_MS },
-    { "model_lockout", "max_cooldown_ms",
+      NGX_OMNIROUTE_SF_MSEC, 1, OR_LOCKOUT_MAX_MS,
+      "max_cooldown_ms",
+      "lockout max_cooldown must be at least base_cooldown" },
+    { "model_lockout", "max_cooldown_ms", NULL, NULL, 1,
       ngx_omniroute_sfield(lockout, max_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, OR_LOCKOUT_MAX_MS },
-    { "model_lockout", "max_backoff_steps",
+      NGX_OMNIROUTE_SF_MSEC, 1, OR_LOCKOUT_MAX_MS, NULL, NULL },
+    { "model_lockout", "max_backoff_steps", NULL, NULL, 1,
       ngx_omniroute_sfield(lockout, max_backoff_steps),
-      NGX_OMNIROUTE_SF_INT, 0, OR_LOCKOUT_MAX_STEPS },
-    { "model_lockout", "exponential",
+      NGX_OMNIROUTE_SF_INT, 0, OR_LOCKOUT_MAX_STEPS, NULL, NULL },
+    { "model_lockout", "exponential", NULL, NULL, 1,
       ngx_omniroute_sfield(lockout, exponential),
-      NGX_OMNIROUTE_SF_BOOL, 0, 1 },
-    { "model_lockout", "escalation_window_ms",
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
+    { "model_lockout", "escalation_window_ms", NULL, NULL, 1,
       ngx_omniroute_sfield(lockout, window_ms),
-      NGX_OMNIROUTE_SF_MSEC, 0, OR_LOCKOUT_MAX_MS },
+      NGX_OMNIROUTE_SF_MSEC, 0, OR_LOCKOUT_MAX_MS, NULL, NULL },
 
-    { NULL, NULL, 0, 0, 0, 0 }
+    { NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL }
 };
 
+
+/* settings that are not per provider (R-ENV): no nginx.conf parameter */
 
 ngx_omniroute_setting_desc_t  ngx_omniroute_global_settings[] = {
 
-    { "stream", "throughput_watchdog",
-      offsetof(ngx_omniroute_global_settings_t, stream_throughput_watchdog),
-      NGX_OMNIROUTE_SF_BOOL, 0, 1 },
-    { "request_queue", "max_wait_ms",
-      offsetof(ngx_omniroute_global_settings_t, queue_max_wait_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_DAY_MS },
-    { "request_queue", "execution_max_wait_ms",
-      offsetof(ngx_omniroute_global_settings_t, execution_max_wait_ms),
-      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_DAY_MS },
-    { "request_queue", "max_queue_depth",
-      offsetof(ngx_omniroute_global_settings_t, max_queue_depth),
-      NGX_OMNIROUTE_SF_INT, 0, 100000 },
+    { "stream", "throughput_watchdog", NULL,
+      "STREAM_THROUGHPUT_WATCHDOG_ENABLED", 1,
+      ngx_omniroute_gfield(stream_throughput_watchdog),
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
+    { "request_queue", "max_wait_ms", NULL,
+      "RATE_LIMIT_MAX_WAIT_MS", 1,
+      ngx_omniroute_gfield(queue_max_wait_ms),
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_DAY_MS, NULL, NULL },
+    { "request_queue", "execution_max_wait_ms", NULL,
+      "RATE_LIMIT_EXECUTION_MAX_WAIT_MS", 1,
+      ngx_omniroute_gfield(execution_max_wait_ms),
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_DAY_MS, NULL, NULL },
+    { "request_queue", "max_queue_depth", NULL,
+      "RATE_LIMIT_MAX_QUEUE_DEPTH", 1,
+      ngx_omniroute_gfield(max_queue_depth),
+      NGX_OMNIROUTE_SF_INT, 0, 100000, NULL, NULL },
 
-    { NULL, NULL, 0, 0, 0, 0 }
+    { NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL }
 };
 
 
-/* R-ENV (SPEC §13) */
-static ngx_omniroute_env_t  ngx_omniroute_provider_env[] = {
-
-    { "OMNIROUTE_PROVIDER_BREAKER_OAUTH_FAILURE_THRESHOLD", OR_KIND_OAUTH,
-      NGX_OMNIROUTE_F_GATE_N, NGX_OMNIROUTE_ENV_INT },
-    { "OMNIROUTE_PROVIDER_BREAKER_OAUTH_FAILURE_WINDOW_MS", OR_KIND_OAUTH,
-      NGX_OMNIROUTE_F_GATE_WIN, NGX_OMNIROUTE_ENV_MS },
-    { "OMNIROUTE_PROVIDER_BREAKER_OAUTH_COOLDOWN_MS", OR_KIND_OAUTH,
-      NGX_OMNIROUTE_F_GATE_CD, NGX_OMNIROUTE_ENV_MS },
-    { "OMNIROUTE_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD", OR_KIND_APIKEY,
-      NGX_OMNIROUTE_F_GATE_N, NGX_OMNIROUTE_ENV_INT },
-    { "OMNIROUTE_PROVIDER_BREAKER_API_KEY_FAILURE_WINDOW_MS", OR_KIND_APIKEY,
-      NGX_OMNIROUTE_F_GATE_WIN, NGX_OMNIROUTE_ENV_MS },
-    { "OMNIROUTE_PROVIDER_BREAKER_API_KEY_COOLDOWN_MS", OR_KIND_APIKEY,
-      NGX_OMNIROUTE_F_GATE_CD, NGX_OMNIROUTE_ENV_MS },
-    { "OMNIROUTE_PROVIDER_BREAKER_LOCAL_FAILURE_THRESHOLD", OR_KIND_LOCAL,
-      NGX_OMNIROUTE_F_GATE_N, NGX_OMNIROUTE_ENV_INT },
-    { "OMNIROUTE_PROVIDER_BREAKER_LOCAL_FAILURE_WINDOW_MS", OR_KIND_LOCAL,
-      NGX_OMNIROUTE_F_GATE_WIN, NGX_OMNIROUTE_ENV_MS },
-    { "OMNIROUTE_PROVIDER_BREAKER_LOCAL_COOLDOWN_MS", OR_KIND_LOCAL,
-      NGX_OMNIROUTE_F_GATE_CD, NGX_OMNIROUTE_ENV_MS },
-
-    { "OMNIROUTE_CIRCUIT_BREAKER_OAUTH_THRESHOLD", OR_KIND_OAUTH,
-      NGX_OMNIROUTE_F_OPEN, NGX_OMNIROUTE_ENV_INT },
-    { "OMNIROUTE_CIRCUIT_BREAKER_OAUTH_DEGRADATION_THRESHOLD", OR_KIND_OAUTH,
-      NGX_OMNIROUTE_F_DEGRADE, NGX_OMNIROUTE_ENV_INT },
-    { "OMNIROUTE_CIRCUIT_BREAKER_OAUTH_RESET_MS", OR_KIND_OAUTH,
-      NGX_OMNIROUTE_F_RESET, NGX_OMNIROUTE_ENV_MS },
-    { "OMNIROUTE_CIRCUIT_BREAKER_API_KEY_THRESHOLD", OR_KIND_APIKEY,
-      NGX_OMNIROUTE_F_OPEN, NGX_OMNIROUTE_ENV_INT },
-    { "OMNIROUTE_CIRCUIT_BREAKER_API_KEY_DEGRADATION_THRESHOLD",
-      OR_KIND_APIKEY, NGX_OMNIROUTE_F_DEGRADE, NGX_OMNIROUTE_ENV_INT },
-    { "OMNIROUTE_CIRCUIT_BREAKER_API_KEY_RESET_MS", OR_KIND_APIKEY,
-      NGX_OMNIROUTE_F_RESET, NGX_OMNIROUTE_ENV_MS },
-    { "OMNIROUTE_CIRCUIT_BREAKER_LOCAL_THRESHOLD", OR_KIND_LOCAL,
-      NGX_OMNIROUTE_F_OPEN, NGX_OMNIROUTE_ENV_INT },
-    { "OMNIROUTE_CIRCUIT_BREAKER_LOCAL_DEGRADATION_THRESHOLD", OR_KIND_LOCAL,
-      NGX_OMNIROUTE_F_DEGRADE, NGX_OMNIROUTE_ENV_INT },
-    { "OMNIROUTE_CIRCUIT_BREAKER_LOCAL_RESET_MS", OR_KIND_LOCAL,
-      NGX_OMNIROUTE_F_RESET, NGX_OMNIROUTE_ENV_MS },
-    { "OMNIROUTE_CIRCUIT_BREAKER_MAX_BACKOFF_MULTIPLIER",
-      NGX_OMNIROUTE_ALL_KINDS, NGX_OMNIROUTE_F_MULT, NGX_OMNIROUTE_ENV_INT },
-
-    { "PROVIDER_COOLDOWN_ENABLED", NGX_OMNIROUTE_ALL_KINDS,
-      NGX_OMNIROUTE_F_GATE, NGX_OMNIROUTE_ENV_BOOL },
-    { "OMNIROUTE_ROTATION_RATE_LIMIT_RESET_SECONDS", NGX_OMNIROUTE_ALL_KINDS,
-      NGX_OMNIROUTE_F_ENV_RESET, NGX_OMNIROUTE_ENV_SEC },
-
-    { NULL, 0, 0, 0 }
+/* the "*" of an environment variable for each provider kind */
+static const char  *ngx_omniroute_env_kinds[OR_KIND_COUNT] = {
+    "OAUTH",
+    "API_KEY",
+    "LOCAL"
 };
 
 
-static ngx_omniroute_env_t  ngx_omniroute_global_env[] = {
-
-    { "STREAM_THROUGHPUT_WATCHDOG_ENABLED", NGX_OMNIROUTE_ALL_KINDS, 0,
-      NGX_OMNIROUTE_ENV_BOOL },
-    { "RATE_LIMIT_MAX_WAIT_MS", NGX_OMNIROUTE_ALL_KINDS, 1,
-      NGX_OMNIROUTE_ENV_MS },
-    { "RATE_LIMIT_EXECUTION_MAX_WAIT_MS", NGX_OMNIROUTE_ALL_KINDS, 2,
-      NGX_OMNIROUTE_ENV_MS },
-    { "RATE_LIMIT_MAX_QUEUE_DEPTH", NGX_OMNIROUTE_ALL_KINDS, 3,
-      NGX_OMNIROUTE_ENV_INT },
-
-    { NULL, 0, 0, 0 }
-};
-
-
+/* environment values of the provider rows, per kind, read once per load */
 static ngx_omniroute_env_value_t
-    ngx_omniroute_env_values[sizeof(ngx_omniroute_provider_env)
-                             / sizeof(ngx_omniroute_env_t)];
+    ngx_omniroute_env_values[NGX_OMNIROUTE_SETTINGS_MAX][OR_KIND_COUNT];
 
 static ngx_omniroute_global_settings_t  ngx_omniroute_global_base = {
     0, 0, 30 * 1000, 600 * 1000, 0, 0
@@ -274,40 +231,31 @@ void
 ngx_omniroute_settings_env(or_kind_e kind, ngx_omniroute_settings_t *s)
 {
     ngx_uint_t                     i;
-    ngx_omniroute_env_t           *e;
+    ngx_omniroute_env_value_t     *e;
     ngx_omniroute_setting_desc_t  *d;
 
     ngx_omniroute_settings_read_env();
+
+    if ((unsigned) kind >= OR_KIND_COUNT) {
+        kind = OR_KIND_APIKEY;
+    }
 
     s->conf_set = 0;
     s->env_set = 0;
 
     for (i = 0; ngx_omniroute_provider_settings[i].name; i++) {
         d = &ngx_omniroute_provider_settings[i];
+        e = &ngx_omniroute_env_values[i][kind];
 
         if (!ngx_omniroute_settings_unset(s, d)) {
             s->conf_set |= (uint64_t) 1 << i;
-        }
-    }
-
-    for (i = 0; ngx_omniroute_provider_env[i].name; i++) {
-        e = &ngx_omniroute_provider_env[i];
-
-        if (!ngx_omniroute_env_values[i].set
-            || (e->kind != NGX_OMNIROUTE_ALL_KINDS
-                && e->kind != (ngx_int_t) kind))
-        {
-            continue;
-        }
-
-        d = &ngx_omniroute_provider_settings[e->field];
-
-        if (!ngx_omniroute_settings_unset(s, d)) {
             continue;               /* nginx.conf wins */
         }
 
-        ngx_omniroute_settings_set(s, d, ngx_omniroute_env_values[i].value);
-        s->env_set |= (uint64_t) 1 << e->field;
+        if (e->set) {
+            ngx_omniroute_settings_set(s, d, e->value);
+            s->env_set |= (uint64_t) 1 << i;
+        }
     }
 }
 
@@ -515,13 +463,23 @@ void
 ngx_omniroute_settings_apply(or_kind_e kind, ngx_omniroute_settings_t *s,
     ngx_omniroute_settings_override_t *ov)
 {
-    uint64_t                       bit;
-    ngx_uint_t                     i;
-    ngx_omniroute_setting_desc_t  *d;
-
     if (ov->set == 0) {
         return;
     }
+
+    ngx_omniroute_settings_layer(s, ov);
+
+    (void) ngx_omniroute_settings_fill(kind, s);
+}
+
+
+void
+ngx_omniroute_settings_layer(ngx_omniroute_settings_t *s,
+    ngx_omniroute_settings_override_t *ov)
+{
+    uint64_t                       bit;
+    ngx_uint_t                     i;
+    ngx_omniroute_setting_desc_t  *d;
 
     for (i = 0; ngx_omniroute_provider_settings[i].name; i++) {
         d = &ngx_omniroute_provider_settings[i];
@@ -542,8 +500,6 @@ ngx_omniroute_settings_apply(or_kind_e kind, ngx_omniroute_settings_t *s,
             ngx_omniroute_settings_clear(s, d);
         }
     }
-
-    (void) ngx_omniroute_settings_fill(kind, s);
 }
 
 
@@ -608,6 +564,363 @@ ngx_omniroute_settings_set(void *base, ngx_omniroute_setting_desc_t *d,
         *(int32_t *) p = (int32_t) v;
         break;
     }
+}
+
+
+const char *
+ngx_omniroute_settings_parse(ngx_omniroute_setting_desc_t *d, void *base,
+    ngx_str_t *text, u_char *buf, size_t len)
+{
+    u_char          *p, *last;
+    int64_t          v;
+    ngx_int_t        n;
+    ngx_uint_t       neg;
+    ngx_msec_int_t   ms;
+
+    last = buf + len - 1;
+
+    switch (d->type) {
+
+    case NGX_OMNIROUTE_SF_BOOL:
+        if (text->len == 2 && ngx_strncmp(text->data, "on", 2) == 0) {
+            v = 1;
+
+        } else if (text->len == 3 && ngx_strncmp(text->data, "off", 3) == 0) {
+            v = 0;
+
+        } else {
+            return "expected on or off";
+        }
+
+        break;
+
+    case NGX_OMNIROUTE_SF_CODES:
+        return ngx_omniroute_settings_parse_codes(d, base, text, buf, len);
+
+    case NGX_OMNIROUTE_SF_MSEC:
+    case NGX_OMNIROUTE_SF_MSEC_OPT:
+        ms = ngx_parse_time(text, 0);
+
+        if (ms == (ngx_msec_int_t) NGX_ERROR) {
+            return "expected a time such as 500ms, 30s, 5m or 1h";
+        }
+
+        v = ms;
+        break;
+
+    default: /* NGX_OMNIROUTE_SF_INT */
+        neg = (text->len > 1 && text->data[0] == '-');
+
+        n = ngx_atoi(text->data + neg, text->len - neg);
+
+        if (n == NGX_ERROR) {
+            return "expected a number";
+        }
+
+        v = neg ? -n : n;
+        break;
+    }
+
+    if (v < d->min || v > d->max) {
+        p = ngx_slprintf(buf, last, "must be between ");
+        p = ngx_omniroute_settings_print(p, last, d, d->min);
+        p = ngx_slprintf(p, last, " and ");
+        p = ngx_omniroute_settings_print(p, last, d, d->max);
+        *p = '\0';
+
+        return (const char *) buf;
+    }
+
+    ngx_omniroute_settings_set(base, d, v);
+
+    return NULL;
+}
+
+
+/* "429,503": at most OR_LOCKOUT_CODES_MAX distinct statuses in range */
+
+static const char *
+ngx_omniroute_settings_parse_codes(ngx_omniroute_setting_desc_t *d,
+    void *base, ngx_str_t *text, u_char *buf, size_t len)
+{
+    u_char             *p, *last, *comma;
+    int32_t             codes[OR_LOCKOUT_CODES_MAX];
+    ngx_int_t           st;
+    ngx_uint_t          n, i;
+    or_lockout_conf_t  *lc;
+
+    n = 0;
+    p = text->data;
+    last = text->data + text->len;
+
+    while (p < last) {
+        comma = ngx_strlchr(p, last, ',');
+        if (comma == NULL) {
+            comma = last;
+        }
+
+        st = ngx_atoi(p, comma - p);
+
+        if (st == NGX_ERROR || st < d->min || st > d->max) {
+            *ngx_slprintf(buf, buf + len - 1, "expected HTTP statuses "
+                          "(%L..%L) separated by commas", d->min, d->max)
+                = '\0';
+            return (const char *) buf;
+        }
+
+        if (n == OR_LOCKOUT_CODES_MAX) {
+            *ngx_slprintf(buf, buf + len - 1, "at most %d statuses",
+                          OR_LOCKOUT_CODES_MAX) = '\0';
+            return (const char *) buf;
+        }
+
+        for (i = 0; i < n; i++) {
+            if (codes[i] == st) {
+                *ngx_slprintf(buf, buf + len - 1, "%i is listed twice", st)
+                    = '\0';
+                return (const char *) buf;
+            }
+        }
+
+        codes[n++] = (int32_t) st;
+        p = comma + 1;
+    }
+
+    if (n == 0) {
+        return "expected HTTP statuses separated by commas";
+    }
+
+    lc = (or_lockout_conf_t *) ((u_char *) base + d->offset
+                                - offsetof(or_lockout_conf_t, n_codes));
+
+    ngx_memzero(lc->codes, sizeof(lc->codes));
+    ngx_memcpy(lc->codes, codes, n * sizeof(int32_t));
+    lc->n_codes = (int32_t) n;
+
+    return NULL;
+}
+
+
+ngx_int_t
+ngx_omniroute_settings_conf_find(ngx_str_t *name)
+{
+    ngx_uint_t                     i;
+    ngx_omniroute_setting_desc_t  *d;
+
+    for (i = 0; ngx_omniroute_provider_settings[i].name; i++) {
+        d = &ngx_omniroute_provider_settings[i];
+
+        if (d->conf
+            && ngx_strlen(d->conf) == name->len
+            && ngx_strncmp(d->conf, name->data, name->len) == 0)
+        {
+            return i;
+        }
+    }
+
+    return -1;
+}
+
+
+ngx_int_t
+ngx_omniroute_settings_find(ngx_omniroute_setting_desc_t *table,
+    const char *group, const char *name)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; table[i].name; i++) {
+        if (ngx_strcmp(table[i].group, group) == 0
+            && ngx_strcmp(table[i].name, name) == 0)
+        {
+            return i;
+        }
+    }
+
+    return -1;
+}
+
+
+/*
+ * The cross-field rules (at_most) are judged on the values as given, not
+ * as filled: the engine would lower a degrade threshold above the open
+ * threshold without a word, so the rule must see it first.  A rule
+ * counts when one of its two fields belongs to mask: a contradiction
+ * between values of other sources was judged when they were set.
+ */
+
+ngx_int_t
+ngx_omniroute_settings_check(or_kind_e kind, ngx_omniroute_settings_t *s,
+    uint64_t mask, ngx_omniroute_settings_conflict_t *c)
+{
+    uint64_t                       bi, bj;
+    ngx_int_t                      j;
+    ngx_uint_t                     i;
+    const char                    *err;
+    ngx_omniroute_settings_t       f;
+    ngx_omniroute_setting_desc_t  *d, *t;
+
+    t = ngx_omniroute_provider_settings;
+
+    f = *s;
+    err = ngx_omniroute_settings_fill(kind, &f);
+
+    c->field = -1;
+    c->other = -1;
+    c->value = 0;
+    c->other_value = 0;
+    c->result = 0;
+    c->reason = NULL;
+
+    for (i = 0; t[i].name; i++) {
+        d = &t[i];
+
+        if (d->at_most == NULL) {
+            continue;
+        }
+
+        j = ngx_omniroute_settings_find(t, d->group, d->at_most);
+        if (j < 0) {
+            continue;
+        }
+
+        bi = (uint64_t) 1 << i;
+        bj = (uint64_t) 1 << j;
+
+        if (!(mask & (bi | bj))
+            || ngx_omniroute_settings_value(s, &f, i)
+               <= ngx_omniroute_settings_value(s, &f, j))
+        {
+            continue;
+        }
+
+        /* name the field of mask; the lower one when both are */
+
+        c->field = (mask & bi) ? (ngx_int_t) i : j;
+        c->other = (mask & bi) ? j : (ngx_int_t) i;
+        c->value = ngx_omniroute_settings_value(s, &f, c->field);
+        c->other_value = ngx_omniroute_settings_value(s, &f, c->other);
+        c->result = ngx_omniroute_settings_get(&f, &t[c->field]);
+        c->reason = d->why;
+
+        return NGX_DECLINED;
+    }
+
+    /* a value of mask that filling in the defaults would change */
+
+    for (i = 0; t[i].name; i++) {
+        d = &t[i];
+
+        if (!(mask & ((uint64_t) 1 << i))
+            || d->type == NGX_OMNIROUTE_SF_CODES
+            || ngx_omniroute_settings_unset(s, d)
+            || ngx_omniroute_settings_get(&f, d)
+               == ngx_omniroute_settings_get(s, d))
+        {
+            continue;
+        }
+
+        c->field = i;
+        c->value = ngx_omniroute_settings_get(s, d);
+        c->result = ngx_omniroute_settings_get(&f, d);
+        c->reason = "it conflicts with the other settings";
+
+        return NGX_DECLINED;
+    }
+
+    if (err) {
+        c->reason = err;
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+}
+
+
+/* a field as given, or as filled in when it has no value */
+
+static int64_t
+ngx_omniroute_settings_value(ngx_omniroute_settings_t *s,
+    ngx_omniroute_settings_t *filled, ngx_uint_t i)
+{
+    ngx_omniroute_setting_desc_t  *d;
+
+    d = &ngx_omniroute_provider_settings[i];
+
+    if (ngx_omniroute_settings_unset(s, d)) {
+        return ngx_omniroute_settings_get(filled, d);
+    }
+
+    return ngx_omniroute_settings_get(s, d);
+}
+
+
+u_char *
+ngx_omniroute_settings_print(u_char *p, u_char *last,
+    ngx_omniroute_setting_desc_t *d, int64_t v)
+{
+    switch (d->type) {
+
+    case NGX_OMNIROUTE_SF_BOOL:
+        return ngx_slprintf(p, last, "%s", v ? "on" : "off");
+
+    case NGX_OMNIROUTE_SF_MSEC:
+    case NGX_OMNIROUTE_SF_MSEC_OPT:
+        if (v == OR_MSEC_NONE) {
+            return ngx_slprintf(p, last, "none");
+        }
+
+        if (v != 0 && v % NGX_OMNIROUTE_DAY_MS == 0) {
+            return ngx_slprintf(p, last, "%Ld", v / NGX_OMNIROUTE_DAY_MS);
+        }
+
+        if (v != 0 && v % (3600 * 1000) == 0) {
+            return ngx_slprintf(p, last, "%Lh", v / (3600 * 1000));
+        }
+
+        if (v != 0 && v % (60 * 1000) == 0) {
+            return ngx_slprintf(p, last, "%Lm", v / (60 * 1000));
+        }
+
+        if (v != 0 && v % 1000 == 0) {
+            return ngx_slprintf(p, last, "%Ls", v / 1000);
+        }
+
+        return ngx_slprintf(p, last, "%Lms", v);
+
+    default:
+        return ngx_slprintf(p, last, "%L", v);
+    }
+}
+
+
+const char *
+ngx_omniroute_settings_env_name(ngx_omniroute_setting_desc_t *d,
+    or_kind_e kind, u_char *buf, size_t len)
+{
+    u_char      *p, *last;
+    const char  *star;
+
+    if (d->env == NULL) {
+        return NULL;
+    }
+
+    star = ngx_strchr(d->env, '*');
+
+    if (star == NULL) {
+        return d->env;
+    }
+
+    if ((unsigned) kind >= OR_KIND_COUNT) {
+        kind = OR_KIND_APIKEY;
+    }
+
+    last = buf + len - 1;
+
+    p = ngx_slprintf(buf, last, "%*s%s%s", (size_t) (star - d->env), d->env,
+                     ngx_omniroute_env_kinds[kind], star + 1);
+    *p = '\0';
+
+    return (const char *) buf;
 }
 
 
@@ -705,15 +1018,17 @@ ngx_omniroute_settings_clear(void *base, ngx_omniroute_setting_desc_t *d)
 /*
  * Environment defaults, read once per configuration load by the master
  * (which keeps its whole environment; workers keep only the variables
- * named by "env" directives).
+ * named by "env" directives).  The bounds are the rows'.
  */
 
 static void
 ngx_omniroute_settings_read_env(void)
 {
+    u_char                         buf[NGX_OMNIROUTE_ENV_NAME_MAX];
     int64_t                        v;
-    ngx_uint_t                     i;
-    ngx_omniroute_env_t           *e;
+    ngx_uint_t                     i, k;
+    const char                    *name;
+    ngx_omniroute_env_value_t     *e;
     ngx_omniroute_setting_desc_t  *d;
 
     if (ngx_omniroute_env_cycle == (void *) ngx_cycle) {
@@ -722,13 +1037,29 @@ ngx_omniroute_settings_read_env(void)
 
     ngx_omniroute_env_cycle = (void *) ngx_cycle;
 
-    for (i = 0; ngx_omniroute_provider_env[i].name; i++) {
-        e = &ngx_omniroute_provider_env[i];
-        d = &ngx_omniroute_provider_settings[e->field];
+    ngx_memzero(ngx_omniroute_env_values, sizeof(ngx_omniroute_env_values));
 
-        ngx_omniroute_env_values[i].set =
-                               (ngx_omniroute_env_parse(e, d, &v) == NGX_OK);
-        ngx_omniroute_env_values[i].value = v;
+    for (i = 0; ngx_omniroute_provider_settings[i].name; i++) {
+        d = &ngx_omniroute_provider_settings[i];
+
+        if (d->env == NULL) {
+            continue;
+        }
+
+        for (k = 0; k < OR_KIND_COUNT; k++) {
+            e = &ngx_omniroute_env_values[i][k];
+
+            if (k > 0 && ngx_strchr(d->env, '*') == NULL) {
+                *e = ngx_omniroute_env_values[i][0];   /* every kind */
+                continue;
+            }
+
+            name = ngx_omniroute_settings_env_name(d, (or_kind_e) k, buf,
+                                                   sizeof(buf));
+
+            e->set = (ngx_omniroute_env_parse(name, d, &v) == NGX_OK);
+            e->value = v;
+        }
     }
 
     ngx_omniroute_global_base.stream_throughput_watchdog = 0;
@@ -737,29 +1068,31 @@ ngx_omniroute_settings_read_env(void)
     ngx_omniroute_global_base.execution_max_wait_ms = 600 * 1000;
     ngx_omniroute_global_base.env_set = 0;
 
-    for (i = 0; ngx_omniroute_global_env[i].name; i++) {
-        e = &ngx_omniroute_global_env[i];
-        d = &ngx_omniroute_global_settings[e->field];
+    for (i = 0; ngx_omniroute_global_settings[i].name; i++) {
+        d = &ngx_omniroute_global_settings[i];
 
-        if (ngx_omniroute_env_parse(e, d, &v) == NGX_OK) {
+        if (d->env
+            && ngx_omniroute_env_parse(d->env, d, &v) == NGX_OK)
+        {
             ngx_omniroute_settings_set(&ngx_omniroute_global_base, d, v);
-            ngx_omniroute_global_base.env_set |= (uint64_t) 1 << e->field;
+            ngx_omniroute_global_base.env_set |= (uint64_t) 1 << i;
         }
     }
 }
 
 
 static ngx_int_t
-ngx_omniroute_env_parse(ngx_omniroute_env_t *e,
-    ngx_omniroute_setting_desc_t *d, int64_t *out)
+ngx_omniroute_env_parse(const char *name, ngx_omniroute_setting_desc_t *d,
+    int64_t *out)
 {
-    u_char     *p, *last;
-    int64_t     v, clamped;
-    ngx_uint_t  neg;
+    u_char      *p, *last;
+    int64_t      v, clamped, unit;
+    ngx_uint_t   neg;
+    const char  *suffix;
 
     *out = 0;
 
-    p = (u_char *) getenv(e->name);
+    p = (u_char *) getenv(name);
 
     if (p == NULL) {
         return NGX_DECLINED;
@@ -781,7 +1114,7 @@ ngx_omniroute_env_parse(ngx_omniroute_env_t *e,
         return NGX_DECLINED;
     }
 
-    if (e->unit == NGX_OMNIROUTE_ENV_BOOL) {
+    if (d->type == NGX_OMNIROUTE_SF_BOOL) {
 
         if ((last - p == 4 && ngx_strncasecmp(p, (u_char *) "true", 4) == 0)
             || (last - p == 1 && *p == '1')
@@ -805,6 +1138,10 @@ ngx_omniroute_env_parse(ngx_omniroute_env_t *e,
         }
 
         goto invalid;
+    }
+
+    if (d->type == NGX_OMNIROUTE_SF_CODES) {
+        goto invalid;               /* no such variable */
     }
 
     neg = 0;
@@ -832,9 +1169,10 @@ ngx_omniroute_env_parse(ngx_omniroute_env_t *e,
         v = -v;
     }
 
-    if (e->unit == NGX_OMNIROUTE_ENV_SEC) {
-        v *= 1000;
-    }
+    unit = (d->env_unit > 1) ? d->env_unit : 1;
+    suffix = (unit == 1000) ? " s" : "";
+
+    v *= unit;
 
     clamped = v;
 
@@ -849,15 +1187,8 @@ ngx_omniroute_env_parse(ngx_omniroute_env_t *e,
     if (clamped != v) {
         ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
                       "omniroute: environment variable %s is out of range "
-                      "(%L..%L%s), clamped to %L%s", e->name,
-                      e->unit == NGX_OMNIROUTE_ENV_SEC ? d->min / 1000
-                                                       : d->min,
-                      e->unit == NGX_OMNIROUTE_ENV_SEC ? d->max / 1000
-                                                       : d->max,
-                      e->unit == NGX_OMNIROUTE_ENV_SEC ? " s" : "",
-                      e->unit == NGX_OMNIROUTE_ENV_SEC ? clamped / 1000
-                                                       : clamped,
-                      e->unit == NGX_OMNIROUTE_ENV_SEC ? " s" : "");
+                      "(%L..%L%s), clamped to %L%s", name, d->min / unit,
+                      d->max / unit, suffix, clamped / unit, suffix);
     }
 
     *out = clamped;
@@ -868,7 +1199,7 @@ invalid:
 
     ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
                   "omniroute: environment variable %s has an invalid value, "
-                  "ignored", e->name);
+                  "ignored", name);
 
     return NGX_DECLINED;
 }

@@ -351,6 +351,137 @@ ngx_omniroute_store_delete(ngx_omniroute_store_t *st, ngx_uint_t table,
 
 
 /*
+ * Several records changed under one lock, all or nothing.  First every
+ * record is found, and created when op->create and missing; found and
+ * created records leave the LRU queue meanwhile, so that making room for
+ * the next one cannot drop them.  When one cannot be created, those
+ * created are freed again and NGX_ERROR returned: nothing changed (records
+ * the inserts expired or evicted to make room stay dropped, as for any
+ * insert).  Then each op's update function runs as in
+ * ngx_omniroute_store_update() (op->create) or ngx_omniroute_store_touch()
+ * (a missing record is left alone), and op->rc gets its result.  The keys
+ * must be distinct.
+ */
+
+ngx_int_t
+ngx_omniroute_store_update_all(ngx_omniroute_store_t *st,
+    ngx_omniroute_store_op_t *ops, ngx_uint_t n)
+{
+    uint32_t                   hash;
+    or_msec_t                  now;
+    ngx_uint_t                 i, created;
+    ngx_queue_t                held;
+    ngx_omniroute_sh_t        *sh;
+    ngx_omniroute_node_t      *sn;
+    ngx_omniroute_store_op_t  *op;
+
+    if (st == NULL || st->sh == NULL) {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < n; i++) {
+        if (ops[i].key.len > NGX_OMNIROUTE_KEY_MAX) {
+            return NGX_ERROR;
+        }
+
+        ops[i].node = NULL;
+        ops[i].rc = NGX_DECLINED;
+    }
+
+    sh = st->sh;
+    now = ngx_omniroute_now();
+    ngx_queue_init(&held);
+
+    ngx_shmtx_lock(&st->shpool->mutex);
+
+    for (i = 0; i < n; i++) {
+        op = &ops[i];
+        hash = ngx_omniroute_store_hash(op->table, &op->key);
+
+        sn = ngx_omniroute_store_lookup(sh, op->table, &op->key, hash);
+
+        if (sn && sn->size != ngx_align(op->size, sizeof(uint64_t))) {
+            if (op->create) {
+                /* an old layout, which no reader sees: start afresh */
+                ngx_omniroute_store_free(st, sn);
+            }
+
+            sn = NULL;
+        }
+
+        if (sn == NULL && op->create) {
+            sn = ngx_omniroute_store_insert(st, op->table, &op->key, hash,
+                                            op->size, now);
+
+            if (sn == NULL) {
+                sh->alloc_failures++;
+                goto failed;
+            }
+        }
+
+        if (sn) {
+            ngx_queue_remove(&sn->queue);
+            ngx_queue_insert_tail(&held, &sn->queue);
+            op->node = sn;
+        }
+    }
+
+    for (i = 0; i < n; i++) {
+        op = &ops[i];
+        sn = op->node;
+
+        if (sn == NULL) {
+            continue;
+        }
+
+        ngx_queue_remove(&sn->queue);
+        ngx_queue_insert_head(&sh->lru, &sn->queue);
+
+        created = (sn->version == 0);
+
+        op->rc = ngx_omniroute_store_apply(st, sn, op->table, &op->key,
+                                           op->update, op->arg, 0, now);
+
+        if (op->rc == NGX_DECLINED && created) {
+            /* created for nothing */
+            ngx_omniroute_store_free(st, sn);
+        }
+
+        op->node = NULL;
+    }
+
+    ngx_shmtx_unlock(&st->shpool->mutex);
+
+    return NGX_OK;
+
+failed:
+
+    for (i = 0; i < n; i++) {
+        sn = ops[i].node;
+
+        if (sn == NULL) {
+            continue;
+        }
+
+        if (sn->version == 0) {
+            /* created above */
+            ngx_omniroute_store_free(st, sn);
+
+        } else {
+            ngx_queue_remove(&sn->queue);
+            ngx_queue_insert_head(&sh->lru, &sn->queue);
+        }
+
+        ops[i].node = NULL;
+    }
+
+    ngx_shmtx_unlock(&st->shpool->mutex);
+
+    return NGX_ERROR;
+}
+
+
+/*
  * Copies of every record of a table, taken under the lock into pool
  * memory, then visited without the lock.  Returns the number visited.
  */

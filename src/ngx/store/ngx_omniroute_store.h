@@ -142,6 +142,19 @@ typedef void (*ngx_omniroute_visit_pt)(ngx_str_t *key, void *value,
     size_t size, void *arg);
 
 
+/* one record of ngx_omniroute_store_update_all() */
+typedef struct {
+    ngx_uint_t                    table;
+    ngx_str_t                     key;
+    size_t                        size;
+    ngx_omniroute_update_pt       update;
+    void                         *arg;
+    ngx_uint_t                    create;       /* 0: only if it exists */
+    ngx_int_t                     rc;           /* as store_update() */
+    void                         *node;         /* the store's */
+} ngx_omniroute_store_op_t;
+
+
 ngx_int_t ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 
@@ -159,6 +172,8 @@ ngx_int_t ngx_omniroute_store_touch(ngx_omniroute_store_t *st,
     ngx_omniroute_update_pt update, void *arg);
 ngx_int_t ngx_omniroute_store_delete(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_str_t *key, ngx_uint_t remote);
+ngx_int_t ngx_omniroute_store_update_all(ngx_omniroute_store_t *st,
+    ngx_omniroute_store_op_t *ops, ngx_uint_t n);
 ngx_uint_t ngx_omniroute_store_visit(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_omniroute_visit_pt visit, void *arg,
     ngx_pool_t *pool);
