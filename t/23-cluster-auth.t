@@ -95,6 +95,7 @@ is($redis->cmd('EXISTS', 't23:breaker:alpha'), 0, 'not in database 0');
 # a wrong password: the link stays down, the node serves, nothing leaks
 
 # (between retries it is "connecting" for a moment: wait for "down")
+sleep(1);
 ok(defined wait_for(sub { link_state($nc) eq 'down' }, 5),
    'C (wrong password): link down');
 is(rec($nc, 'table=breaker&key=alpha')->{found}, JSON::PP::false,
