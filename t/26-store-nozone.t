@@ -150,7 +150,8 @@ is_deeply([keys %reason], ['circuit_open'],
 is(chat('good/m')->{status}, 200, 'another provider still serves');
 
 my $r = api('PATCH', '/api/resilience',
-            { providers => { good => { breaker => { open_threshold => 5 } } } });
+            { providers => { good => { breaker => {
+                                 open_threshold => 5 } } } });
 is($r->{status}, 200, 'runtime settings can be set');
 
 ###########################################################################

@@ -158,7 +158,8 @@ chat('cd/m');
 chat('lo/big');
 
 my $r = api('PATCH', '/api/resilience',
-            { providers => { fast => { breaker => { open_threshold => 4 } } } });
+            { providers => { fast => { breaker => {
+                                 open_threshold => 4 } } } });
 is($r->{status}, 200, 'a runtime setting');
 
 my $pin = pinned_to('keep-me');

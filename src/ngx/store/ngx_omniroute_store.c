@@ -406,17 +406,17 @@ static ngx_int_t
 ngx_omniroute_store_carry(ngx_omniroute_store_t *st, ngx_shm_zone_t *shm_zone,
     ngx_shm_zone_t *prev)
 {
-    u_char                *p, *last;
+    u_char                *p, *last, text[NGX_OMNIROUTE_T_COUNT * 32];
     uint32_t               hash;
     or_msec_t              now;
     ngx_str_t              key;
-    ngx_uint_t             i, c, total, lost, carried[NGX_OMNIROUTE_T_COUNT],
-                           dropped[NGX_OMNIROUTE_T_COUNT], kept_lost;
+    ngx_uint_t             i, c, total, lost, kept_lost;
+    ngx_uint_t             carried[NGX_OMNIROUTE_T_COUNT];
+    ngx_uint_t             dropped[NGX_OMNIROUTE_T_COUNT];
     ngx_queue_t           *q, *lru;
     ngx_slab_pool_t       *oshpool;
     ngx_omniroute_sh_t    *sh, *osh;
     ngx_omniroute_node_t  *osn;
-    u_char                 text[NGX_OMNIROUTE_T_COUNT * 32];
 
     oshpool = (ngx_slab_pool_t *) prev->shm.addr;
     osh = oshpool->data;
@@ -1432,8 +1432,10 @@ ngx_omniroute_store_alloc(ngx_omniroute_store_t *st, ngx_uint_t table,
 }
 
 
-/* drop up to n expired records from the least recently used end of each
- * class */
+/*
+ * Drop up to n expired records from the least recently used end of each
+ * class's queue.
+ */
 
 static void
 ngx_omniroute_store_expire(ngx_omniroute_store_t *st, ngx_uint_t n,
