@@ -184,6 +184,10 @@ ngx_omniroute_preconfiguration(ngx_conf_t *cf)
 static ngx_int_t
 ngx_omniroute_postconfiguration(ngx_conf_t *cf)
 {
+    if (ngx_omniroute_zone_default(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return ngx_omniroute_filter_init(cf);
 }
 

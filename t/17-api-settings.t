@@ -488,6 +488,9 @@ ok($full && $full > 2 && $full < 16, 'the zone is full after a few records')
     or diag("full at " . ($full // 'never'));
 is($r->{status}, 507, 'then 507');
 is($r->{json}{error}{code}, 'zone_full', 'zone_full');
+like($t->error_log, qr/\[alert\].*could not allocate settings record/,
+     'the refused settings record is logged at alert');
+$t->{allow_log} = qr/could not allocate settings record/;
 
 $s = settings();
 is_deeply(vs($s, "z$full", 'breaker', 'open_threshold'), [20, 'env'],

@@ -370,6 +370,13 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                                  "omniroute_zone_alloc_failures_total %ui\n",
                                  failures);
 
+    ngx_omniroute_metrics_head(&mb, "omniroute_zone_events_lost_total",
+                               "counter",
+                               "State changes overwritten in the event ring "
+                               "before the Redis mirror read them.");
+    ngx_omniroute_metrics_printf(&mb, "omniroute_zone_events_lost_total %uA\n",
+                                 sh ? sh->stats.events_lost : 0);
+
     ngx_omniroute_metrics_redis(&mb);
 
     if (mb.error) {

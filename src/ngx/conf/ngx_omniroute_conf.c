@@ -18,6 +18,8 @@
 #define NGX_OMNIROUTE_KEY_FILE_MAX  8192
 
 
+static ngx_int_t ngx_omniroute_zone_add(ngx_conf_t *cf,
+    ngx_omniroute_main_conf_t *omcf, ngx_str_t *name, size_t size);
 static ngx_int_t ngx_omniroute_parse_url(ngx_conf_t *cf,
     ngx_omniroute_provider_t *p, ngx_str_t *url);
 static ngx_int_t ngx_omniroute_parse_auth(ngx_conf_t *cf,
@@ -89,24 +91,59 @@ ngx_omniroute_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    omcf->shm_zone = ngx_shared_memory_add(cf, &name, size,
+    if (ngx_omniroute_zone_add(cf, omcf, &name, size) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * Without "omniroute_zone" the state lives in a built-in zone: a gateway
+ * without shared state would have no breaker, cooldown or lockout at all.
+ * Called from postconfiguration, after every init_main_conf: the Redis
+ * mirror, which requires a declared zone, still sees none.
+ */
+
+ngx_int_t
+ngx_omniroute_zone_default(ngx_conf_t *cf)
+{
+    ngx_str_t                   name = ngx_string(NGX_OMNIROUTE_ZONE_NAME);
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_omniroute_module);
+
+    if (omcf->shm_zone) {
+        return NGX_OK;
+    }
+
+    return ngx_omniroute_zone_add(cf, omcf, &name, NGX_OMNIROUTE_ZONE_SIZE);
+}
+
+
+static ngx_int_t
+ngx_omniroute_zone_add(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf,
+    ngx_str_t *name, size_t size)
+{
+    omcf->shm_zone = ngx_shared_memory_add(cf, name, size,
                                            &ngx_http_omniroute_module);
     if (omcf->shm_zone == NULL) {
-        return NGX_CONF_ERROR;
+        return NGX_ERROR;
     }
 
     if (omcf->shm_zone->data) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "zone \"%V\" is already used by another module",
-                           &name);
-        return NGX_CONF_ERROR;
+                           name);
+        return NGX_ERROR;
     }
 
     omcf->shm_zone->init = ngx_omniroute_store_init_zone;
     omcf->shm_zone->data = &omcf->store;
     omcf->store.shm_zone = omcf->shm_zone;
 
-    return NGX_CONF_OK;
+    return NGX_OK;
 }
 
 

@@ -10,10 +10,14 @@
 #include <ngx_core.h>
 
 #include "ngx_omniroute_store.h"
+#include "or_cooldown.h"
 
 
 #define NGX_OMNIROUTE_EXPIRE_BATCH  2   /* stale records dropped per insert */
-#define NGX_OMNIROUTE_EVICT_MAX     16  /* records evicted for one insert */
+#define NGX_OMNIROUTE_EVICT_MAX     16  /* records evicted per class for
+                                           one insert */
+#define NGX_OMNIROUTE_VICTIM_WALK   64  /* kept records passed over when
+                                           looking for one to evict */
 
 
 typedef struct {
@@ -28,6 +32,41 @@ typedef struct {
 } ngx_omniroute_node_t;
 
 
+/*
+ * What the store knows of a table: its eviction class, the most
+ * protective class its new records may evict (never one above their
+ * own, except runtime settings, which evict anything but settings), and
+ * whether the Redis mirror reads its changes from the event ring.
+ */
+typedef struct {
+    const char                   *name;
+    ngx_uint_t                    class;
+    ngx_uint_t                    evicts;
+    ngx_uint_t                    mirrored;
+} ngx_omniroute_table_t;
+
+
+/* what an insert has to say, logged once the zone is unlocked */
+typedef struct {
+    ngx_uint_t                    noted;        /* something to count */
+    ngx_uint_t                    table;        /* the record asked for */
+    ngx_uint_t                    victim;       /* last protective table */
+    ngx_uint_t                    alert;
+    ngx_uint_t                    warn;
+    ngx_uint_t                    failures;
+    ngx_uint_t                    dropped;
+    ngx_uint_t                    model;
+} ngx_omniroute_report_t;
+
+
+static ngx_int_t ngx_omniroute_store_create(ngx_omniroute_store_t *st,
+    ngx_shm_zone_t *shm_zone);
+static ngx_int_t ngx_omniroute_store_previous(ngx_shm_zone_t *shm_zone,
+    ngx_shm_zone_t **prev);
+static ngx_int_t ngx_omniroute_store_carry(ngx_omniroute_store_t *st,
+    ngx_shm_zone_t *shm_zone, ngx_shm_zone_t *prev);
+static ngx_int_t ngx_omniroute_store_copy(ngx_omniroute_store_t *st,
+    ngx_omniroute_node_t *osn);
 static void ngx_omniroute_store_rbtree_insert(ngx_rbtree_node_t *temp,
     ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
 static ngx_int_t ngx_omniroute_node_cmp(ngx_omniroute_node_t *a,
@@ -38,20 +77,79 @@ static ngx_omniroute_node_t *ngx_omniroute_store_lookup(
     uint32_t hash);
 static ngx_omniroute_node_t *ngx_omniroute_store_insert(
     ngx_omniroute_store_t *st, ngx_uint_t table, ngx_str_t *key,
-    uint32_t hash, size_t size, or_msec_t now);
+    uint32_t hash, size_t size, or_msec_t now, ngx_omniroute_report_t *rep);
 static void ngx_omniroute_store_free(ngx_omniroute_store_t *st,
     ngx_omniroute_node_t *sn);
+static size_t ngx_omniroute_store_chunk(size_t size);
+static ngx_uint_t ngx_omniroute_store_kept(ngx_omniroute_node_t *sn);
+static ngx_omniroute_node_t *ngx_omniroute_store_victim(
+    ngx_omniroute_sh_t *sh, ngx_uint_t class);
+static void ngx_omniroute_store_evict(ngx_omniroute_store_t *st,
+    ngx_omniroute_node_t *sn, ngx_omniroute_report_t *rep);
+static ngx_int_t ngx_omniroute_store_budget(ngx_omniroute_store_t *st,
+    size_t chunk, ngx_omniroute_report_t *rep);
 static void *ngx_omniroute_store_alloc(ngx_omniroute_store_t *st,
-    size_t size, or_msec_t now);
+    ngx_uint_t table, size_t size, or_msec_t now,
+    ngx_omniroute_report_t *rep);
 static void ngx_omniroute_store_expire(ngx_omniroute_store_t *st,
     ngx_uint_t n, or_msec_t now);
+static void ngx_omniroute_store_owe(ngx_omniroute_sh_t *sh,
+    ngx_omniroute_report_t *rep);
+static void ngx_omniroute_store_report(ngx_omniroute_store_t *st,
+    ngx_omniroute_report_t *rep);
 static ngx_int_t ngx_omniroute_store_apply(ngx_omniroute_store_t *st,
     ngx_omniroute_node_t *sn, ngx_uint_t table, ngx_str_t *key,
     ngx_omniroute_update_pt update, void *arg, ngx_uint_t remote,
-    or_msec_t now);
+    ngx_uint_t created, or_msec_t now);
 static void ngx_omniroute_store_event(ngx_omniroute_sh_t *sh,
     ngx_uint_t table, ngx_str_t *key, ngx_uint_t op, ngx_uint_t remote,
     or_msec_t now);
+
+
+static ngx_omniroute_table_t  ngx_omniroute_tables[NGX_OMNIROUTE_T_COUNT] = {
+
+    /* NGX_OMNIROUTE_T_BREAKER */
+    { "breaker", NGX_OMNIROUTE_EC_CONFIG, NGX_OMNIROUTE_EC_CONFIG, 1 },
+
+    /* NGX_OMNIROUTE_T_CONN */
+    { "connection", NGX_OMNIROUTE_EC_CONFIG, NGX_OMNIROUTE_EC_CONFIG, 1 },
+
+    /* NGX_OMNIROUTE_T_LOCKOUT */
+    { "lockout", NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_EC_MODEL, 1 },
+
+    /* NGX_OMNIROUTE_T_REJECTED */
+    { "rejected", NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_EC_MODEL, 1 },
+
+    /* NGX_OMNIROUTE_T_STRATEGY: node-local, never mirrored */
+    { "strategy", NGX_OMNIROUTE_EC_STRATEGY, NGX_OMNIROUTE_EC_STRATEGY, 0 },
+
+    /* NGX_OMNIROUTE_T_SETTINGS */
+    { "settings", NGX_OMNIROUTE_EC_SETTINGS, NGX_OMNIROUTE_EC_CONFIG, 1 },
+
+    /* NGX_OMNIROUTE_T_PIN */
+    { "session_pin", NGX_OMNIROUTE_EC_SESSION, NGX_OMNIROUTE_EC_STRATEGY, 1 }
+};
+
+
+/*
+ * The order in which a reload copies records into a zone of another size:
+ * what is most expensive to lose first, so that what does not fit is the
+ * client-keyed state.  kept: 1 only terminal states, 0 none, -1 any.
+ */
+static struct {
+    ngx_uint_t                    class;
+    ngx_int_t                     table;        /* -1: any */
+    ngx_int_t                     kept;
+} ngx_omniroute_carry_order[] = {
+    { NGX_OMNIROUTE_EC_SETTINGS, -1, -1 },
+    { NGX_OMNIROUTE_EC_CONFIG, NGX_OMNIROUTE_T_CONN, 1 },
+    { NGX_OMNIROUTE_EC_CONFIG, NGX_OMNIROUTE_T_BREAKER, -1 },
+    { NGX_OMNIROUTE_EC_CONFIG, NGX_OMNIROUTE_T_CONN, 0 },
+    { NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_T_LOCKOUT, -1 },
+    { NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_T_REJECTED, -1 },
+    { NGX_OMNIROUTE_EC_STRATEGY, -1, -1 },
+    { NGX_OMNIROUTE_EC_SESSION, -1, -1 }
+};
 
 
 #define ngx_omniroute_node_of(n)                                             \
@@ -62,6 +160,18 @@ static void ngx_omniroute_store_event(ngx_omniroute_sh_t *sh,
                             - offsetof(ngx_rbtree_node_t, color)))
 
 #define ngx_omniroute_node_key(sn)  ((sn)->data + (sn)->size)
+
+#define ngx_omniroute_node_size(size, key_len)                               \
+    (offsetof(ngx_rbtree_node_t, color)                                      \
+     + offsetof(ngx_omniroute_node_t, data) + (size) + (key_len))
+
+#define ngx_omniroute_class_of(sn)  ngx_omniroute_tables[(sn)->table].class
+
+#define ngx_omniroute_store_layout()                                         \
+    ((uint64_t) NGX_OMNIROUTE_LAYOUT_MAGIC << 32                             \
+     | (uint64_t) NGX_OMNIROUTE_LAYOUT_VERSION << 24                         \
+     | ((sizeof(ngx_omniroute_sh_t) + sizeof(ngx_omniroute_node_t))          \
+        & 0xffffff))
 
 
 or_msec_t
@@ -80,17 +190,26 @@ ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 {
     ngx_omniroute_store_t  *ost = data;
 
-    size_t                  len;
-    ngx_uint_t              n;
+    ngx_int_t               rc;
+    ngx_shm_zone_t         *prev;
     ngx_slab_pool_t        *shpool;
-    ngx_omniroute_sh_t     *sh;
     ngx_omniroute_store_t  *st;
 
     st = shm_zone->data;
     shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
 
     if (ost) {
-        /* reload: the state of the previous cycle stays in the zone */
+        /* reload, same name and size: the zone and its state stay */
+
+        if (ost->sh->layout != ngx_omniroute_store_layout()) {
+            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                          "omniroute zone \"%V\" has layout %016xL while "
+                          "this module uses %016xL; restart nginx to start "
+                          "with an empty zone", &shm_zone->shm.name,
+                          ost->sh->layout, ngx_omniroute_store_layout());
+            return NGX_ERROR;
+        }
+
         st->sh = ost->sh;
         st->shpool = ost->shpool;
         return NGX_OK;
@@ -103,6 +222,45 @@ ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone, void *data)
         return NGX_OK;
     }
 
+    /* a zone of the previous cycle with another name or size, if any */
+
+    rc = ngx_omniroute_store_previous(shm_zone, &prev);
+
+    if (rc == NGX_ERROR) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "omniroute zone \"%V\" of the previous configuration "
+                      "has layout %016xL while this module uses %016xL; "
+                      "restart nginx to start with an empty zone",
+                      &prev->shm.name,
+                      ((ngx_omniroute_sh_t *)
+                       ((ngx_slab_pool_t *) prev->shm.addr)->data)->layout,
+                      ngx_omniroute_store_layout());
+        return NGX_ERROR;
+    }
+
+    if (ngx_omniroute_store_create(st, shm_zone) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_OK) {
+        return ngx_omniroute_store_carry(st, shm_zone, prev);
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_store_create(ngx_omniroute_store_t *st,
+    ngx_shm_zone_t *shm_zone)
+{
+    size_t               len;
+    ngx_uint_t           n;
+    ngx_slab_pool_t     *shpool;
+    ngx_omniroute_sh_t  *sh;
+
+    shpool = st->shpool;
+
     sh = ngx_slab_alloc(shpool, sizeof(ngx_omniroute_sh_t));
     if (sh == NULL) {
         return NGX_ERROR;
@@ -110,9 +268,18 @@ ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
     ngx_memzero(sh, sizeof(ngx_omniroute_sh_t));
 
+    sh->layout = ngx_omniroute_store_layout();
+
     ngx_rbtree_init(&sh->rbtree, &sh->sentinel,
                     ngx_omniroute_store_rbtree_insert);
-    ngx_queue_init(&sh->lru);
+
+    for (n = 0; n < NGX_OMNIROUTE_EC_COUNT; n++) {
+        ngx_queue_init(&sh->lru[n]);
+    }
+
+    /* session pins and strategy state: at most half of the zone */
+
+    sh->client_max = shm_zone->shm.size / 2;
 
     /* the event ring takes about 1/32 of the zone */
 
@@ -162,6 +329,286 @@ ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
 
 /*
+ * The omniroute zone of the previous cycle when nginx did not hand it
+ * over (its name or size changed): during a reload the old cycle
+ * (ngx_cycle) and its shared memory are still there.  A zone is ours when
+ * its slab pool's data starts with our magic; NGX_ERROR when its layout
+ * is another one, NGX_DECLINED when there is none.
+ */
+
+static ngx_int_t
+ngx_omniroute_store_previous(ngx_shm_zone_t *shm_zone, ngx_shm_zone_t **prev)
+{
+    u_char              *start, *end;
+    ngx_uint_t           i;
+    ngx_shm_zone_t      *zone;
+    ngx_list_part_t     *part;
+    ngx_slab_pool_t     *shpool;
+    ngx_omniroute_sh_t  *osh;
+
+    part = (ngx_list_part_t *) &ngx_cycle->shared_memory.part;
+    zone = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            zone = part->elts;
+            i = 0;
+        }
+
+        start = zone[i].shm.addr;
+
+        if (start == NULL || start == shm_zone->shm.addr
+            || zone[i].shm.size < sizeof(ngx_slab_pool_t))
+        {
+            continue;
+        }
+
+        end = start + zone[i].shm.size;
+        shpool = (ngx_slab_pool_t *) start;
+        osh = shpool->data;
+
+        if ((u_char *) osh < start + sizeof(ngx_slab_pool_t)
+            || (u_char *) osh + sizeof(uint64_t) > end
+            || ((uintptr_t) osh & (sizeof(uint64_t) - 1)) != 0
+            || (osh->layout >> 32) != NGX_OMNIROUTE_LAYOUT_MAGIC)
+        {
+            continue;
+        }
+
+        *prev = &zone[i];
+
+        if (osh->layout != ngx_omniroute_store_layout()) {
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
+    return NGX_DECLINED;
+}
+
+
+/*
+ * Copy every live record of the previous zone into the new one, the most
+ * protective first, without evicting anything; then restore the previous
+ * LRU order and carry the counters on.  The old workers still run: the
+ * previous zone is locked meanwhile.  A runtime setting or a terminal
+ * state that does not fit fails the reload: they are never dropped.
+ */
+
+static ngx_int_t
+ngx_omniroute_store_carry(ngx_omniroute_store_t *st, ngx_shm_zone_t *shm_zone,
+    ngx_shm_zone_t *prev)
+{
+    u_char                *p, *last, text[NGX_OMNIROUTE_T_COUNT * 32];
+    uint32_t               hash;
+    or_msec_t              now;
+    ngx_str_t              key;
+    ngx_uint_t             i, c, total, lost, kept_lost;
+    ngx_uint_t             carried[NGX_OMNIROUTE_T_COUNT];
+    ngx_uint_t             dropped[NGX_OMNIROUTE_T_COUNT];
+    ngx_queue_t           *q, *lru;
+    ngx_slab_pool_t       *oshpool;
+    ngx_omniroute_sh_t    *sh, *osh;
+    ngx_omniroute_node_t  *osn;
+
+    oshpool = (ngx_slab_pool_t *) prev->shm.addr;
+    osh = oshpool->data;
+    sh = st->sh;
+
+    ngx_memzero(carried, sizeof(carried));
+    ngx_memzero(dropped, sizeof(dropped));
+    kept_lost = 0;
+
+    now = ngx_omniroute_now();
+
+    ngx_shmtx_lock(&oshpool->mutex);
+
+    for (i = 0; i < sizeof(ngx_omniroute_carry_order)
+                    / sizeof(ngx_omniroute_carry_order[0]); i++)
+    {
+        lru = &osh->lru[ngx_omniroute_carry_order[i].class];
+
+        for (q = ngx_queue_head(lru);
+             q != ngx_queue_sentinel(lru);
+             q = ngx_queue_next(q))
+        {
+            osn = ngx_queue_data(q, ngx_omniroute_node_t, queue);
+
+            if (osn->table >= NGX_OMNIROUTE_T_COUNT) {
+                continue;
+            }
+
+            if (ngx_omniroute_carry_order[i].table != -1
+                && osn->table != ngx_omniroute_carry_order[i].table)
+            {
+                continue;
+            }
+
+            if (ngx_omniroute_carry_order[i].kept != -1
+                && ngx_omniroute_store_kept(osn)
+                   != (ngx_uint_t) ngx_omniroute_carry_order[i].kept)
+            {
+                continue;
+            }
+
+            if (osn->expires && osn->expires <= now) {
+                /* holds nothing worth keeping */
+                continue;
+            }
+
+            if (ngx_omniroute_store_copy(st, osn) == NGX_OK) {
+                carried[osn->table]++;
+                continue;
+            }
+
+            dropped[osn->table]++;
+
+            if (ngx_omniroute_store_kept(osn)) {
+                kept_lost++;
+            }
+        }
+    }
+
+    /* the previous recency order, least recently used first */
+
+    for (c = 0; c < NGX_OMNIROUTE_EC_COUNT; c++) {
+        lru = &osh->lru[c];
+
+        for (q = ngx_queue_last(lru);
+             q != ngx_queue_sentinel(lru);
+             q = ngx_queue_prev(q))
+        {
+            osn = ngx_queue_data(q, ngx_omniroute_node_t, queue);
+
+            key.data = ngx_omniroute_node_key(osn);
+            key.len = osn->key_len;
+            hash = (uint32_t) ngx_omniroute_rbnode_of(osn)->key;
+
+            (void) ngx_omniroute_store_lookup(sh, osn->table, &key, hash);
+        }
+    }
+
+    sh->stats = osh->stats;
+    sh->evictions = osh->evictions;
+    sh->alloc_failures = osh->alloc_failures;
+    sh->dropped = osh->dropped;
+    sh->next_seq = osh->next_seq;
+
+    ngx_shmtx_unlock(&oshpool->mutex);
+
+    if (kept_lost) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "omniroute zone \"%V\" of %uzK cannot hold the %ui "
+                      "runtime settings and terminal states of the previous "
+                      "zone \"%V\" of %uzK; make it larger",
+                      &shm_zone->shm.name, shm_zone->shm.size >> 10,
+                      kept_lost, &prev->shm.name, prev->shm.size >> 10);
+        return NGX_ERROR;
+    }
+
+    total = 0;
+    lost = 0;
+    p = text;
+    last = text + sizeof(text);
+
+    for (i = 0; i < NGX_OMNIROUTE_T_COUNT; i++) {
+        total += carried[i];
+
+        if (dropped[i]) {
+            p = ngx_slprintf(p, last, "%s%ui %s", lost ? ", " : "",
+                             dropped[i], ngx_omniroute_tables[i].name);
+            lost += dropped[i];
+        }
+    }
+
+    ngx_log_error(NGX_LOG_NOTICE, shm_zone->shm.log, 0,
+                  "omniroute zone \"%V\" of %uzK: %ui records carried over "
+                  "from the previous zone \"%V\" of %uzK",
+                  &shm_zone->shm.name, shm_zone->shm.size >> 10, total,
+                  &prev->shm.name, prev->shm.size >> 10);
+
+    if (lost) {
+        ngx_log_error(NGX_LOG_WARN, shm_zone->shm.log, 0,
+                      "omniroute zone \"%V\" of %uzK: %ui records of the "
+                      "previous zone did not fit and were dropped (%*s)",
+                      &shm_zone->shm.name, shm_zone->shm.size >> 10, lost,
+                      p - text, text);
+    }
+
+    return NGX_OK;
+}
+
+
+/* one record into the new zone (not yet shared), or NGX_DECLINED */
+
+static ngx_int_t
+ngx_omniroute_store_copy(ngx_omniroute_store_t *st, ngx_omniroute_node_t *osn)
+{
+    size_t                 n, chunk;
+    ngx_uint_t             class;
+    ngx_rbtree_node_t     *node;
+    ngx_omniroute_sh_t    *sh;
+    ngx_omniroute_node_t  *sn;
+
+    sh = st->sh;
+    class = ngx_omniroute_class_of(osn);
+
+    n = ngx_omniroute_node_size(osn->size, osn->key_len);
+    chunk = ngx_omniroute_store_chunk(n);
+
+    if (class <= NGX_OMNIROUTE_EC_STRATEGY
+        && sh->bytes[NGX_OMNIROUTE_EC_SESSION]
+           + sh->bytes[NGX_OMNIROUTE_EC_STRATEGY] + chunk > sh->client_max)
+    {
+        return NGX_DECLINED;
+    }
+
+    node = ngx_slab_alloc_locked(st->shpool, n);
+    if (node == NULL) {
+        return NGX_DECLINED;
+    }
+
+    sn = ngx_omniroute_node_of(node);
+
+    ngx_memcpy(sn, osn, offsetof(ngx_omniroute_node_t, data) + osn->size
+                        + osn->key_len);
+
+    node->key = ngx_omniroute_rbnode_of(osn)->key;
+
+    ngx_rbtree_insert(&sh->rbtree, node);
+    ngx_queue_insert_tail(&sh->lru[class], &sn->queue);
+
+    sh->records[sn->table]++;
+    sh->bytes[class] += chunk;
+
+    return NGX_OK;
+}
+
+
+ngx_uint_t
+ngx_omniroute_store_mirrored(ngx_uint_t table)
+{
+    return table < NGX_OMNIROUTE_T_COUNT
+           && ngx_omniroute_tables[table].mirrored;
+}
+
+
+const char *
+ngx_omniroute_store_table_name(ngx_uint_t table)
+{
+    return table < NGX_OMNIROUTE_T_COUNT ? ngx_omniroute_tables[table].name
+                                         : "unknown";
+}
+
+
+/*
  * The table has no record: read without the lock (a record created at
  * this very moment is as good as one created a moment later).  A healthy
  * system's hot path takes no lock at all.
@@ -188,7 +635,8 @@ ngx_omniroute_store_read(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_int_t              rc;
     ngx_omniroute_node_t  *sn;
 
-    if (ngx_omniroute_store_empty(st, table)
+    if (table >= NGX_OMNIROUTE_T_COUNT
+        || ngx_omniroute_store_empty(st, table)
         || key->len > NGX_OMNIROUTE_KEY_MAX)
     {
         return NGX_DECLINED;
@@ -216,9 +664,9 @@ ngx_omniroute_store_read(ngx_omniroute_store_t *st, ngx_uint_t table,
 
 /*
  * Find or create the record and let update() change its value in place,
- * under the zone lock.  Returns NGX_OK (changed), NGX_DECLINED (unchanged)
- * or NGX_ERROR (no room even after eviction: the change is lost, the
- * request goes on).
+ * under the zone lock.  Returns NGX_OK (changed or deleted), NGX_DECLINED
+ * (unchanged) or NGX_ERROR (no room even after eviction: the change is
+ * lost, the request goes on).
  */
 
 ngx_int_t
@@ -226,20 +674,24 @@ ngx_omniroute_store_update(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_str_t *key, size_t size, ngx_omniroute_update_pt update, void *arg,
     ngx_uint_t remote)
 {
-    uint32_t               hash;
-    ngx_int_t              rc;
-    or_msec_t              now;
-    ngx_uint_t             created;
-    ngx_omniroute_sh_t    *sh;
-    ngx_omniroute_node_t  *sn;
+    uint32_t                hash;
+    ngx_int_t               rc;
+    or_msec_t               now;
+    ngx_omniroute_sh_t     *sh;
+    ngx_omniroute_node_t   *sn;
+    ngx_omniroute_report_t  rep;
 
-    if (st == NULL || st->sh == NULL || key->len > NGX_OMNIROUTE_KEY_MAX) {
+    if (st == NULL || st->sh == NULL || key->len > NGX_OMNIROUTE_KEY_MAX
+        || table >= NGX_OMNIROUTE_T_COUNT)
+    {
         return NGX_ERROR;
     }
 
     sh = st->sh;
     now = ngx_omniroute_now();
     hash = ngx_omniroute_store_hash(table, key);
+
+    ngx_memzero(&rep, sizeof(ngx_omniroute_report_t));
 
     ngx_shmtx_lock(&st->shpool->mutex);
 
@@ -251,27 +703,29 @@ ngx_omniroute_store_update(ngx_omniroute_store_t *st, ngx_uint_t table,
         sn = NULL;
     }
 
-    if (sn == NULL) {
-        sn = ngx_omniroute_store_insert(st, table, key, hash, size, now);
+    if (sn) {
+        rc = ngx_omniroute_store_apply(st, sn, table, key, update, arg,
+                                       remote, 0, now);
 
-        if (sn == NULL) {
-            sh->alloc_failures++;
-            ngx_shmtx_unlock(&st->shpool->mutex);
-            return NGX_ERROR;
-        }
+    } else {
+        sn = ngx_omniroute_store_insert(st, table, key, hash, size, now,
+                                        &rep);
+
+        rc = (sn == NULL) ? NGX_ERROR
+                          : ngx_omniroute_store_apply(st, sn, table, key,
+                                                      update, arg, remote, 1,
+                                                      now);
     }
 
-    created = (sn->version == 0);
-
-    rc = ngx_omniroute_store_apply(st, sn, table, key, update, arg, remote,
-                                   now);
-
-    if (rc == NGX_DECLINED && created) {
-        /* created for nothing */
-        ngx_omniroute_store_free(st, sn);
+    if (rep.noted) {
+        ngx_omniroute_store_owe(sh, &rep);
     }
 
     ngx_shmtx_unlock(&st->shpool->mutex);
+
+    if (rep.alert || rep.warn) {
+        ngx_omniroute_store_report(st, &rep);
+    }
 
     return rc;
 }
@@ -291,7 +745,9 @@ ngx_omniroute_store_touch(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_int_t              rc;
     ngx_omniroute_node_t  *sn;
 
-    if (st == NULL || st->sh == NULL || key->len > NGX_OMNIROUTE_KEY_MAX) {
+    if (st == NULL || st->sh == NULL || key->len > NGX_OMNIROUTE_KEY_MAX
+        || table >= NGX_OMNIROUTE_T_COUNT)
+    {
         return NGX_DECLINED;
     }
 
@@ -306,7 +762,7 @@ ngx_omniroute_store_touch(ngx_omniroute_store_t *st, ngx_uint_t table,
         return NGX_DECLINED;
     }
 
-    rc = ngx_omniroute_store_apply(st, sn, table, key, update, arg, 0,
+    rc = ngx_omniroute_store_apply(st, sn, table, key, update, arg, 0, 0,
                                    ngx_omniroute_now());
 
     ngx_shmtx_unlock(&st->shpool->mutex);
@@ -323,7 +779,9 @@ ngx_omniroute_store_delete(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_int_t              rc;
     ngx_omniroute_node_t  *sn;
 
-    if (st == NULL || st->sh == NULL || key->len > NGX_OMNIROUTE_KEY_MAX) {
+    if (st == NULL || st->sh == NULL || key->len > NGX_OMNIROUTE_KEY_MAX
+        || table >= NGX_OMNIROUTE_T_COUNT)
+    {
         return NGX_DECLINED;
     }
 
@@ -373,6 +831,7 @@ ngx_omniroute_store_update_all(ngx_omniroute_store_t *st,
     ngx_queue_t                held;
     ngx_omniroute_sh_t        *sh;
     ngx_omniroute_node_t      *sn;
+    ngx_omniroute_report_t     rep;
     ngx_omniroute_store_op_t  *op;
 
     if (st == NULL || st->sh == NULL) {
@@ -391,6 +850,7 @@ ngx_omniroute_store_update_all(ngx_omniroute_store_t *st,
     sh = st->sh;
     now = ngx_omniroute_now();
     ngx_queue_init(&held);
+    ngx_memzero(&rep, sizeof(ngx_omniroute_report_t));
 
     ngx_shmtx_lock(&st->shpool->mutex);
 
@@ -411,10 +871,9 @@ ngx_omniroute_store_update_all(ngx_omniroute_store_t *st,
 
         if (sn == NULL && op->create) {
             sn = ngx_omniroute_store_insert(st, op->table, &op->key, hash,
-                                            op->size, now);
+                                            op->size, now, &rep);
 
             if (sn == NULL) {
-                sh->alloc_failures++;
                 goto failed;
             }
         }
@@ -435,22 +894,28 @@ ngx_omniroute_store_update_all(ngx_omniroute_store_t *st,
         }
 
         ngx_queue_remove(&sn->queue);
-        ngx_queue_insert_head(&sh->lru, &sn->queue);
+        ngx_queue_insert_head(&sh->lru[ngx_omniroute_class_of(sn)],
+                              &sn->queue);
 
         created = (sn->version == 0);
 
+        /* a record created for nothing is freed by apply */
         op->rc = ngx_omniroute_store_apply(st, sn, op->table, &op->key,
-                                           op->update, op->arg, 0, now);
-
-        if (op->rc == NGX_DECLINED && created) {
-            /* created for nothing */
-            ngx_omniroute_store_free(st, sn);
-        }
+                                           op->update, op->arg, 0, created,
+                                           now);
 
         op->node = NULL;
     }
 
+    if (rep.noted) {
+        ngx_omniroute_store_owe(sh, &rep);
+    }
+
     ngx_shmtx_unlock(&st->shpool->mutex);
+
+    if (rep.alert || rep.warn) {
+        ngx_omniroute_store_report(st, &rep);
+    }
 
     return NGX_OK;
 
@@ -469,13 +934,22 @@ failed:
 
         } else {
             ngx_queue_remove(&sn->queue);
-            ngx_queue_insert_head(&sh->lru, &sn->queue);
+            ngx_queue_insert_head(&sh->lru[ngx_omniroute_class_of(sn)],
+                                  &sn->queue);
         }
 
         ops[i].node = NULL;
     }
 
+    if (rep.noted) {
+        ngx_omniroute_store_owe(sh, &rep);
+    }
+
     ngx_shmtx_unlock(&st->shpool->mutex);
+
+    if (rep.alert || rep.warn) {
+        ngx_omniroute_store_report(st, &rep);
+    }
 
     return NGX_ERROR;
 }
@@ -494,20 +968,22 @@ ngx_omniroute_store_visit(ngx_omniroute_store_t *st, ngx_uint_t table,
     size_t                 total;
     ngx_str_t              key;
     ngx_uint_t             n, i;
-    ngx_queue_t           *q;
+    ngx_queue_t           *q, *lru;
     ngx_omniroute_node_t  *sn, **copies;
 
-    if (st == NULL || st->sh == NULL) {
+    if (st == NULL || st->sh == NULL || table >= NGX_OMNIROUTE_T_COUNT) {
         return 0;
     }
+
+    lru = &st->sh->lru[ngx_omniroute_tables[table].class];
 
     ngx_shmtx_lock(&st->shpool->mutex);
 
     n = 0;
     total = 0;
 
-    for (q = ngx_queue_head(&st->sh->lru);
-         q != ngx_queue_sentinel(&st->sh->lru);
+    for (q = ngx_queue_head(lru);
+         q != ngx_queue_sentinel(lru);
          q = ngx_queue_next(q))
     {
         sn = ngx_queue_data(q, ngx_omniroute_node_t, queue);
@@ -529,8 +1005,8 @@ ngx_omniroute_store_visit(ngx_omniroute_store_t *st, ngx_uint_t table,
     p = (u_char *) (copies + n);
     i = 0;
 
-    for (q = ngx_queue_head(&st->sh->lru);
-         q != ngx_queue_sentinel(&st->sh->lru);
+    for (q = ngx_queue_head(lru);
+         q != ngx_queue_sentinel(lru);
          q = ngx_queue_next(q))
     {
         sn = ngx_queue_data(q, ngx_omniroute_node_t, queue);
@@ -629,6 +1105,11 @@ ngx_omniroute_store_events(ngx_omniroute_store_t *st, uint64_t from,
 
     oldest = (sh->next_seq > sh->nevents) ? sh->next_seq - sh->nevents : 1;
 
+    if (from < oldest) {
+        /* overwritten before this reader came back for them */
+        (void) ngx_atomic_fetch_add(&sh->stats.events_lost, oldest - from);
+    }
+
     seq = ngx_max(from, oldest);
 
     while (seq < sh->next_seq && n < max) {
@@ -647,13 +1128,16 @@ ngx_omniroute_store_events(ngx_omniroute_store_t *st, uint64_t from,
 /*
  * Run an update function on a record (zone locked) and act on its answer:
  * a change bumps the version and emits an event, a delete frees the
- * record.  NGX_OK when something changed, else NGX_DECLINED.
+ * record and emits one too, so that the table can return to empty (and
+ * to the lock-free fast path).  A record created for this call that ends
+ * up unchanged or deleted is freed without a word: nothing existed.
+ * NGX_OK when something changed, else NGX_DECLINED.
  */
 
 static ngx_int_t
 ngx_omniroute_store_apply(ngx_omniroute_store_t *st, ngx_omniroute_node_t *sn,
     ngx_uint_t table, ngx_str_t *key, ngx_omniroute_update_pt update,
-    void *arg, ngx_uint_t remote, or_msec_t now)
+    void *arg, ngx_uint_t remote, ngx_uint_t created, or_msec_t now)
 {
     or_msec_t  expires;
 
@@ -670,21 +1154,36 @@ ngx_omniroute_store_apply(ngx_omniroute_store_t *st, ngx_omniroute_node_t *sn,
 
     case NGX_OMNIROUTE_DELETE:
         ngx_omniroute_store_free(st, sn);
+
+        if (created) {
+            return NGX_DECLINED;
+        }
+
         ngx_omniroute_store_event(st->sh, table, key,
                                   NGX_OMNIROUTE_OP_DELETE, remote, now);
         return NGX_OK;
 
     default:
+        if (created) {
+            ngx_omniroute_store_free(st, sn);
+        }
+
         return NGX_DECLINED;
     }
 }
 
+
+/* an event for the Redis mirror: only for the tables it reads */
 
 static void
 ngx_omniroute_store_event(ngx_omniroute_sh_t *sh, ngx_uint_t table,
     ngx_str_t *key, ngx_uint_t op, ngx_uint_t remote, or_msec_t now)
 {
     ngx_omniroute_event_t  *ev;
+
+    if (!ngx_omniroute_tables[table].mirrored) {
+        return;
+    }
 
     ev = &sh->events[sh->next_seq % sh->nevents];
 
@@ -756,7 +1255,8 @@ ngx_omniroute_store_lookup(ngx_omniroute_sh_t *sh, ngx_uint_t table,
 
         if (rc == 0) {
             ngx_queue_remove(&sn->queue);
-            ngx_queue_insert_head(&sh->lru, &sn->queue);
+            ngx_queue_insert_head(&sh->lru[ngx_omniroute_class_of(sn)],
+                                  &sn->queue);
             return sn;
         }
 
@@ -811,21 +1311,38 @@ ngx_omniroute_store_rbtree_insert(ngx_rbtree_node_t *temp,
 
 static ngx_omniroute_node_t *
 ngx_omniroute_store_insert(ngx_omniroute_store_t *st, ngx_uint_t table,
-    ngx_str_t *key, uint32_t hash, size_t size, or_msec_t now)
+    ngx_str_t *key, uint32_t hash, size_t size, or_msec_t now,
+    ngx_omniroute_report_t *rep)
 {
-    size_t                 n;
+    size_t                 n, chunk;
+    ngx_uint_t             class;
     ngx_rbtree_node_t     *node;
+    ngx_omniroute_sh_t    *sh;
     ngx_omniroute_node_t  *sn;
+
+    sh = st->sh;
+    class = ngx_omniroute_tables[table].class;
+    rep->table = table;
 
     ngx_omniroute_store_expire(st, NGX_OMNIROUTE_EXPIRE_BATCH, now);
 
     size = ngx_align(size, sizeof(uint64_t));
+    n = ngx_omniroute_node_size(size, key->len);
+    chunk = ngx_omniroute_store_chunk(n);
 
-    n = offsetof(ngx_rbtree_node_t, color)
-        + offsetof(ngx_omniroute_node_t, data) + size + key->len;
+    if (class <= NGX_OMNIROUTE_EC_STRATEGY
+        && ngx_omniroute_store_budget(st, chunk, rep) != NGX_OK)
+    {
+        node = NULL;
 
-    node = ngx_omniroute_store_alloc(st, n, now);
+    } else {
+        node = ngx_omniroute_store_alloc(st, table, n, now, rep);
+    }
+
     if (node == NULL) {
+        sh->alloc_failures++;
+        sh->owed_failures++;
+        rep->noted = 1;
         return NULL;
     }
 
@@ -841,10 +1358,11 @@ ngx_omniroute_store_insert(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_memzero(sn->data, size);
     ngx_memcpy(ngx_omniroute_node_key(sn), key->data, key->len);
 
-    ngx_rbtree_insert(&st->sh->rbtree, node);
-    ngx_queue_insert_head(&st->sh->lru, &sn->queue);
+    ngx_rbtree_insert(&sh->rbtree, node);
+    ngx_queue_insert_head(&sh->lru[class], &sn->queue);
 
-    st->sh->records[table]++;
+    sh->records[table]++;
+    sh->bytes[class] += chunk;
 
     return sn;
 }
@@ -853,26 +1371,183 @@ ngx_omniroute_store_insert(ngx_omniroute_store_t *st, ngx_uint_t table,
 static void
 ngx_omniroute_store_free(ngx_omniroute_store_t *st, ngx_omniroute_node_t *sn)
 {
-    st->sh->records[sn->table]--;
+    ngx_uint_t           class;
+    ngx_omniroute_sh_t  *sh;
+
+    sh = st->sh;
+    class = ngx_omniroute_class_of(sn);
+
+    sh->records[sn->table]--;
+    sh->bytes[class] -= ngx_omniroute_store_chunk(
+                            ngx_omniroute_node_size(sn->size, sn->key_len));
 
     ngx_queue_remove(&sn->queue);
-    ngx_rbtree_delete(&st->sh->rbtree, ngx_omniroute_rbnode_of(sn));
+    ngx_rbtree_delete(&sh->rbtree, ngx_omniroute_rbnode_of(sn));
     ngx_slab_free_locked(st->shpool, ngx_omniroute_rbnode_of(sn));
 }
 
 
+/* what the slab allocator takes for an allocation of this size */
+
+static size_t
+ngx_omniroute_store_chunk(size_t size)
+{
+    size_t  chunk;
+
+    if (size > ngx_pagesize / 2) {
+        return ngx_align(size, ngx_pagesize);
+    }
+
+    for (chunk = 8; chunk < size; chunk <<= 1) { /* void */ }
+
+    return chunk;
+}
+
+
+/* runtime settings and terminal states are never evicted */
+
+static ngx_uint_t
+ngx_omniroute_store_kept(ngx_omniroute_node_t *sn)
+{
+    or_conn_state_t  *cs;
+
+    if (sn->table == NGX_OMNIROUTE_T_SETTINGS) {
+        return 1;
+    }
+
+    if (sn->table != NGX_OMNIROUTE_T_CONN
+        || sn->size < sizeof(or_conn_state_t))
+    {
+        return 0;
+    }
+
+    cs = (or_conn_state_t *) sn->data;
+
+    return cs->terminal != OR_TERMINAL_NONE;
+}
+
+
+/* the least recently used record of a class that may be evicted */
+
+static ngx_omniroute_node_t *
+ngx_omniroute_store_victim(ngx_omniroute_sh_t *sh, ngx_uint_t class)
+{
+    ngx_uint_t             n;
+    ngx_queue_t           *q, *lru;
+    ngx_omniroute_node_t  *sn;
+
+    if (class >= NGX_OMNIROUTE_EC_SETTINGS) {
+        return NULL;
+    }
+
+    lru = &sh->lru[class];
+    n = 0;
+
+    for (q = ngx_queue_last(lru);
+         q != ngx_queue_sentinel(lru) && n < NGX_OMNIROUTE_VICTIM_WALK;
+         q = ngx_queue_prev(q))
+    {
+        sn = ngx_queue_data(q, ngx_omniroute_node_t, queue);
+
+        if (!ngx_omniroute_store_kept(sn)) {
+            return sn;
+        }
+
+        n++;
+    }
+
+    return NULL;
+}
+
+
+static void
+ngx_omniroute_store_evict(ngx_omniroute_store_t *st, ngx_omniroute_node_t *sn,
+    ngx_omniroute_report_t *rep)
+{
+    ngx_omniroute_sh_t  *sh;
+
+    sh = st->sh;
+
+    switch (ngx_omniroute_class_of(sn)) {
+
+    case NGX_OMNIROUTE_EC_MODEL:
+        sh->owed_model++;
+        rep->noted = 1;
+        break;
+
+    case NGX_OMNIROUTE_EC_CONFIG:
+        sh->dropped++;
+        sh->owed_dropped++;
+        rep->victim = sn->table;
+        rep->noted = 1;
+        break;
+
+    default: /* client-keyed */
+        break;
+    }
+
+    sh->evictions++;
+
+    ngx_omniroute_store_free(st, sn);
+}
+
+
 /*
- * Allocate; when the zone is full, drop expired records from the LRU end,
- * then the least recently used ones, so a request never fails for space.
+ * Session pins and strategy state together stay within their budget
+ * (half of the zone): a new one evicts the least recently used pin, then
+ * strategy record, never anything else.
+ */
+
+static ngx_int_t
+ngx_omniroute_store_budget(ngx_omniroute_store_t *st, size_t chunk,
+    ngx_omniroute_report_t *rep)
+{
+    ngx_uint_t             i;
+    ngx_omniroute_sh_t    *sh;
+    ngx_omniroute_node_t  *sn;
+
+    sh = st->sh;
+
+    for (i = 0; i < NGX_OMNIROUTE_EVICT_MAX; i++) {
+
+        if (sh->bytes[NGX_OMNIROUTE_EC_SESSION]
+            + sh->bytes[NGX_OMNIROUTE_EC_STRATEGY] + chunk
+            <= sh->client_max)
+        {
+            return NGX_OK;
+        }
+
+        sn = ngx_omniroute_store_victim(sh, NGX_OMNIROUTE_EC_SESSION);
+
+        if (sn == NULL) {
+            sn = ngx_omniroute_store_victim(sh, NGX_OMNIROUTE_EC_STRATEGY);
+
+            if (sn == NULL) {
+                return NGX_DECLINED;
+            }
+        }
+
+        ngx_omniroute_store_evict(st, sn, rep);
+    }
+
+    return NGX_DECLINED;
+}
+
+
+/*
+ * Allocate; when the zone is full, drop expired records, then evict the
+ * least recently used ones class by class, the least protective first and
+ * never of a class above what the table may evict: a pin never pushes out
+ * a lockout, a lockout never a breaker.  NULL when nothing is left to
+ * evict (the new record is refused).
  */
 
 static void *
-ngx_omniroute_store_alloc(ngx_omniroute_store_t *st, size_t size,
-    or_msec_t now)
+ngx_omniroute_store_alloc(ngx_omniroute_store_t *st, ngx_uint_t table,
+    size_t size, or_msec_t now, ngx_omniroute_report_t *rep)
 {
     void                  *p;
-    ngx_uint_t             i;
-    ngx_queue_t           *q;
+    ngx_uint_t             i, class;
     ngx_omniroute_node_t  *sn;
 
     p = ngx_slab_alloc_locked(st->shpool, size);
@@ -882,56 +1557,120 @@ ngx_omniroute_store_alloc(ngx_omniroute_store_t *st, size_t size,
 
     ngx_omniroute_store_expire(st, NGX_OMNIROUTE_EVICT_MAX, now);
 
-    for (i = 0; i < NGX_OMNIROUTE_EVICT_MAX; i++) {
+    for (class = 0; class <= ngx_omniroute_tables[table].evicts; class++) {
 
-        p = ngx_slab_alloc_locked(st->shpool, size);
-        if (p) {
-            return p;
-        }
+        for (i = 0; i < NGX_OMNIROUTE_EVICT_MAX; i++) {
 
-        /* the least recently used record; runtime settings are kept */
+            p = ngx_slab_alloc_locked(st->shpool, size);
+            if (p) {
+                return p;
+            }
 
-        for (q = ngx_queue_last(&st->sh->lru);
-             q != ngx_queue_sentinel(&st->sh->lru);
-             q = ngx_queue_prev(q))
-        {
-            sn = ngx_queue_data(q, ngx_omniroute_node_t, queue);
-
-            if (sn->table != NGX_OMNIROUTE_T_SETTINGS) {
+            sn = ngx_omniroute_store_victim(st->sh, class);
+            if (sn == NULL) {
                 break;
             }
-        }
 
-        if (q == ngx_queue_sentinel(&st->sh->lru)) {
-            break;
+            ngx_omniroute_store_evict(st, sn, rep);
         }
-
-        ngx_omniroute_store_free(st, sn);
-        st->sh->evictions++;
     }
 
     return ngx_slab_alloc_locked(st->shpool, size);
 }
 
 
-/* drop up to n expired records from the least recently used end */
+/*
+ * Drop up to n expired records from the least recently used end of each
+ * class's queue.
+ */
 
 static void
 ngx_omniroute_store_expire(ngx_omniroute_store_t *st, ngx_uint_t n,
     or_msec_t now)
 {
-    ngx_queue_t           *q;
+    ngx_uint_t             i, class;
+    ngx_queue_t           *q, *lru;
     ngx_omniroute_node_t  *sn;
 
-    while (n-- && !ngx_queue_empty(&st->sh->lru)) {
+    for (class = 0; class < NGX_OMNIROUTE_EC_COUNT; class++) {
+        lru = &st->sh->lru[class];
 
-        q = ngx_queue_last(&st->sh->lru);
-        sn = ngx_queue_data(q, ngx_omniroute_node_t, queue);
+        for (i = 0; i < n && !ngx_queue_empty(lru); i++) {
 
-        if (sn->expires == 0 || sn->expires > now) {
-            return;
+            q = ngx_queue_last(lru);
+            sn = ngx_queue_data(q, ngx_omniroute_node_t, queue);
+
+            if (sn->expires == 0 || sn->expires > now) {
+                break;
+            }
+
+            ngx_omniroute_store_free(st, sn);
         }
+    }
+}
 
-        ngx_omniroute_store_free(st, sn);
+
+/*
+ * Zone locked: decide whether the counts owed to the log are said now
+ * (at most one ALERT and one WARN a second for all workers).
+ */
+
+static void
+ngx_omniroute_store_owe(ngx_omniroute_sh_t *sh, ngx_omniroute_report_t *rep)
+{
+    time_t  now;
+
+    now = ngx_time();
+
+    if ((sh->owed_failures || sh->owed_dropped) && sh->alerted != now) {
+        sh->alerted = now;
+        rep->alert = 1;
+        rep->failures = sh->owed_failures;
+        rep->dropped = sh->owed_dropped;
+        sh->owed_failures = 0;
+        sh->owed_dropped = 0;
+    }
+
+    if (sh->owed_model && sh->warned != now) {
+        sh->warned = now;
+        rep->warn = 1;
+        rep->model = sh->owed_model;
+        sh->owed_model = 0;
+    }
+}
+
+
+/* zone unlocked: say it */
+
+static void
+ngx_omniroute_store_report(ngx_omniroute_store_t *st,
+    ngx_omniroute_report_t *rep)
+{
+    u_char  *ctx;
+
+    ctx = st->shpool->log_ctx;
+
+    if (rep->alert && rep->failures) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, 0,
+                      "could not allocate %s record%s: %ui new records "
+                      "refused and %ui breaker or connection records "
+                      "evicted since the last report",
+                      ngx_omniroute_tables[rep->table].name, ctx,
+                      rep->failures, rep->dropped);
+
+    } else if (rep->alert) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, 0,
+                      "could not allocate %s record%s without evicting "
+                      "%s state: %ui breaker or connection records evicted "
+                      "since the last report",
+                      ngx_omniroute_tables[rep->table].name, ctx,
+                      ngx_omniroute_tables[rep->victim].name, rep->dropped);
+    }
+
+    if (rep->warn) {
+        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                      "%ui model lockout or request_rejected records "
+                      "evicted to make room%s",
+                      rep->model, ctx);
     }
 }

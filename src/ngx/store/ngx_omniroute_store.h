@@ -4,15 +4,26 @@
  *
  * The state store: one shared-memory zone holding every runtime record
  * (provider breakers, connection cooldowns, model lockouts, strategy
- * state, runtime settings...), keyed by (table, stable name) so that a
- * reload that reorders directives keeps the state.  rbtree + LRU queue as
- * in limit_req; least recently used records are evicted when the zone is
- * full, expired ones first, so a request never fails for lack of space.
+ * state, session pins, runtime settings...), keyed by (table, stable
+ * name) so that a reload that reorders directives keeps the state.
+ * rbtree + LRU as in limit_req, with one LRU queue per eviction class:
+ * when the zone is full, expired records go first, then client-keyed
+ * ones (session pins, then strategy state), then model-keyed ones
+ * (lockouts, request_rejected); breakers and connection states only
+ * when nothing else is left, and runtime settings and terminal states
+ * never.  A record never evicts one of a more protective class, and
+ * client-keyed records use at most half of the zone.
  *
  * Every change goes through ngx_omniroute_store_update(): under the zone
  * lock the caller's function updates a copy-in-place of the plain value;
- * a change bumps the record's version and appends an event (table, key,
- * operation, sequence) to a ring that the Redis mirror publishes.
+ * a change bumps the record's version and, for a table the Redis mirror
+ * reads, appends an event (table, key, operation, sequence) to a ring that
+ * the mirror publishes.
+ *
+ * A reload that keeps the zone's name and size adopts it; one that
+ * changes them copies every record into the new zone (most protective
+ * first).  The zone starts with a layout word; a zone of another layout
+ * is refused.
  */
 
 
@@ -25,6 +36,10 @@
 
 #include "or_types.h"
 
+
+/* the built-in zone, when the configuration declares none */
+#define NGX_OMNIROUTE_ZONE_NAME      "omniroute"
+#define NGX_OMNIROUTE_ZONE_SIZE      (10 * 1024 * 1024)
 
 #define NGX_OMNIROUTE_KEY_MAX        255
 #define NGX_OMNIROUTE_EVENT_KEY_MAX  255
@@ -45,6 +60,17 @@ typedef enum {
     NGX_OMNIROUTE_T_PIN,            /* key: model, session hash */
     NGX_OMNIROUTE_T_COUNT
 } ngx_omniroute_table_e;
+
+
+/* eviction classes, in eviction order: one LRU queue each */
+typedef enum {
+    NGX_OMNIROUTE_EC_SESSION = 0,   /* session pins: client-keyed */
+    NGX_OMNIROUTE_EC_STRATEGY,      /* strategy state: node-local */
+    NGX_OMNIROUTE_EC_MODEL,         /* lockout, rejected: model-keyed */
+    NGX_OMNIROUTE_EC_CONFIG,        /* breaker, connection: config-keyed */
+    NGX_OMNIROUTE_EC_SETTINGS,      /* runtime settings: never evicted */
+    NGX_OMNIROUTE_EC_COUNT
+} ngx_omniroute_class_e;
 
 
 typedef enum {
@@ -93,6 +119,8 @@ typedef struct {
     ngx_atomic_t                  attempts[OR_REASON_COUNT];  /* none: ok */
     ngx_atomic_t                  fallbacks[OR_REASON_COUNT];
     ngx_omniroute_rule_count_t    restatements[NGX_OMNIROUTE_RULE_SLOTS];
+    ngx_atomic_t                  events_lost;  /* overwritten in the ring
+                                                   before being read */
 } ngx_omniroute_stats_t;
 
 
@@ -105,13 +133,35 @@ typedef struct {
 } ngx_omniroute_inflight_t;
 
 
+/*
+ * The zone's first word: "OMNR", a version to bump whenever a shared
+ * structure changes meaning, and the sizes of the shared header and node
+ * (ngx_omniroute_store.c).
+ */
+#define NGX_OMNIROUTE_LAYOUT_MAGIC    0x4f4d4e52
+#define NGX_OMNIROUTE_LAYOUT_VERSION  2
+
+
 typedef struct {
+    uint64_t                      layout;       /* first: checked on reload */
     ngx_rbtree_t                  rbtree;
     ngx_rbtree_node_t             sentinel;
-    ngx_queue_t                   lru;
+    ngx_queue_t                   lru[NGX_OMNIROUTE_EC_COUNT];
+    size_t                        bytes[NGX_OMNIROUTE_EC_COUNT];
+    size_t                        client_max;   /* session + strategy bytes */
     ngx_uint_t                    records[NGX_OMNIROUTE_T_COUNT];
     ngx_uint_t                    evictions;
     ngx_uint_t                    alloc_failures;
+    ngx_uint_t                    dropped;      /* breakers and connection
+                                                   states evicted */
+
+    /* what the ALERT and WARN logs (at most one a second) still owe */
+    time_t                        alerted;
+    time_t                        warned;
+    ngx_uint_t                    owed_failures;
+    ngx_uint_t                    owed_dropped;
+    ngx_uint_t                    owed_model;
+
     uint64_t                      next_seq;     /* next event sequence */
     ngx_uint_t                    nevents;      /* ring capacity */
     ngx_omniroute_event_t        *events;
@@ -160,6 +210,8 @@ ngx_int_t ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone,
 
 or_msec_t ngx_omniroute_now(void);
 
+ngx_uint_t ngx_omniroute_store_mirrored(ngx_uint_t table);
+const char *ngx_omniroute_store_table_name(ngx_uint_t table);
 ngx_uint_t ngx_omniroute_store_empty(ngx_omniroute_store_t *st,
     ngx_uint_t table);
 ngx_int_t ngx_omniroute_store_read(ngx_omniroute_store_t *st,
