@@ -110,7 +110,7 @@ bench: test-deps build
 $(BUILD)/fuzz/%: fuzz/%.c $(CORE_SRCS) $(CORE_HDRS)
 	@mkdir -p $(dir $@)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc/core \
-	    -o $@ $< $(CORE_SRCS) -lm
+	    -o $@ $< $(CORE_SRCS) -lm -ljansson
 
 fuzz: test-deps $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do \

@@ -463,12 +463,19 @@ or_json_scan(const char *buf, size_t len, or_json_scan_t *out)
     size_t                depth, dup_at;
     unsigned              escaped;
     const char           *err;
+    unsigned char         stack[OR_JSON_MAX_DEPTH / 8];   /* 1: object */
     or_json_value_t      *v;
     or_json_member_e      member;
     const unsigned char  *p, *last, *start, *mstart, *kstart;
-    unsigned char         stack[OR_JSON_MAX_DEPTH / 8];
 
     memset(out, 0, sizeof(or_json_scan_t));
+
+    if (len == 0) {
+        /* buf may be NULL: no arithmetic on it */
+        out->error = "empty document";
+        return OR_JSON_EMPTY;
+    }
+
     memset(stack, 0, sizeof(stack));
 
     start = (const unsigned char *) buf;

@@ -450,8 +450,14 @@ tj_check_docs(const tj_doc_t *t, const char *kind)
 static void
 tj_docs(void)
 {
+    or_json_scan_t  s;
+
     tj_check_docs(tj_valid, "valid");
     tj_check_docs(tj_invalid, "invalid");
+
+    or_is_int(or_json_scan(NULL, 0, &s), OR_JSON_EMPTY,
+              "invalid: NULL, 0 (an empty nginx body) is empty");
+    or_is_str(s.error, "empty document", "invalid: empty: error");
 }
 
 

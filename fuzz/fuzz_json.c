@@ -1,0 +1,639 @@
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * libFuzzer target: or_json_scan() on arbitrary bytes, with jansson as a
+ * differential oracle.  Aborts when
+ *
+ *   - a result breaks an invariant of its own (spans inside the input and
+ *     of the reported type, a string span decodes, a value span scans on
+ *     its own, error_at is the longest valid prefix: the same bytes cut
+ *     there scan to the same error);
+ *   - jansson (JSON_DECODE_ANY | JSON_ALLOW_NUL) accepts what the scanner
+ *     refuses, or parses a top-level object to another model or stream
+ *     (compared decoded and as jansson values), or DUP_MODEL disagrees
+ *     with the number of top-level "model" keys (counted member by member
+ *     with jansson, which itself keeps the last duplicate);
+ *   - the scanner accepts what jansson refuses for a reason that is not a
+ *     deliberate difference: a NUL byte in a key, an integer or real
+ *     overflow, an invalid Unicode escape (lone surrogate), the depth
+ *     (jansson counts scalars as a level);
+ *   - quoting the input and decoding it back is not the identity, or the
+ *     quoted input scans as valid exactly when jansson's json_stringn()
+ *     refuses it as invalid UTF-8.
+ *
+ * One jansson bug is tolerated: a raw NUL byte just after a number or a
+ * literal is skipped ("[1\0]" is accepted).
+ */
+
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "or_json.h"
+
+
+#define FUZZ_FLAGS  (JSON_DECODE_ANY | JSON_ALLOW_NUL)
+
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+static void fuzz_invariants(const char *buf, size_t size, or_json_rc_e rc,
+    const or_json_scan_t *s);
+static void fuzz_value(const char *buf, size_t size,
+    const or_json_value_t *v);
+static void fuzz_prefix(const char *buf, size_t size, or_json_rc_e rc,
+    const or_json_scan_t *s);
+static void fuzz_oracle(const char *buf, size_t size, or_json_rc_e rc,
+    const or_json_scan_t *s);
+static int fuzz_deliberate(const json_error_t *err);
+static size_t fuzz_ws(const char *buf, size_t size, size_t p);
+static json_t *fuzz_next(const char *buf, size_t size, size_t *p);
+static size_t fuzz_walk(const char *buf, size_t size, json_t **model,
+    json_t **stream);
+static void fuzz_same(const char *buf, const json_t *j,
+    const or_json_value_t *v);
+static void fuzz_quote(const char *buf, size_t size);
+
+
+static void
+fuzz_invariants(const char *buf, size_t size, or_json_rc_e rc,
+    const or_json_scan_t *s)
+{
+    switch (rc) {
+
+    case OR_JSON_OK:
+    case OR_JSON_NOT_OBJECT:
+        if (s->error != NULL || s->error_at != 0) {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_EMPTY:
+    case OR_JSON_SYNTAX:
+        if (s->error == NULL || s->error_at > size) {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_TOO_DEEP:
+        if (s->error == NULL || s->error_at >= size
+            || (buf[s->error_at] != '[' && buf[s->error_at] != '{'))
+        {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_DUP_MODEL:
+        if (s->error == NULL || s->error_at >= size
+            || buf[s->error_at] != '"' || s->model.type == OR_JSON_ABSENT
+            || s->error_at < s->model.end)
+        {
+            abort();
+        }
+
+        break;
+
+    default:
+        abort();
+    }
+
+    if (rc == OR_JSON_NOT_OBJECT || rc == OR_JSON_EMPTY) {
+        if (s->model.type != OR_JSON_ABSENT
+            || s->stream.type != OR_JSON_ABSENT)
+        {
+            abort();
+        }
+    }
+
+    if (strcmp(or_json_rc_name(rc), "unknown") == 0) {
+        abort();
+    }
+
+    fuzz_value(buf, size, &s->model);
+    fuzz_value(buf, size, &s->stream);
+}
+
+
+/* a reported value, checked on its own */
+
+static void
+fuzz_value(const char *buf, size_t size, const or_json_value_t *v)
+{
+    long             n;
+    char            *d;
+    size_t           len;
+    const char      *p;
+    or_json_rc_e     rc;
+    or_json_scan_t   s;
+
+    if (v->type == OR_JSON_ABSENT) {
+        if (v->start != 0 || v->end != 0 || v->escaped) {
+            abort();
+        }
+
+        return;
+    }
+
+    if (v->start >= v->end || v->end > size) {
+        abort();
+    }
+
+    p = buf + v->start;
+    len = v->end - v->start;
+
+    switch (v->type) {
+
+    case OR_JSON_STRING:
+        if (len < 2 || p[0] != '"' || p[len - 1] != '"'
+            || v->escaped != (memchr(p, '\\', len) != NULL))
+        {
+            abort();
+        }
+
+        d = malloc(len);
+        if (d == NULL) {
+            abort();
+        }
+
+        n = or_json_string_decode(p, len, d);
+        free(d);
+
+        if (n < 0 || (size_t) n > len - 2) {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_NUMBER:
+        if (p[0] != '-' && (p[0] < '0' || p[0] > '9')) {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_TRUE:
+        if (len != 4 || memcmp(p, "true", 4) != 0) {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_FALSE:
+        if (len != 5 || memcmp(p, "false", 5) != 0) {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_NULL:
+        if (len != 4 || memcmp(p, "null", 4) != 0) {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_OBJECT:
+        if (p[0] != '{' || p[len - 1] != '}') {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_ARRAY:
+        if (p[0] != '[' || p[len - 1] != ']') {
+            abort();
+        }
+
+        break;
+
+    default:
+        abort();
+    }
+
+    if (v->type != OR_JSON_STRING && v->escaped) {
+        abort();
+    }
+
+    /* the span alone is a whole document of that value */
+
+    rc = or_json_scan(p, len, &s);
+
+    if (v->type == OR_JSON_OBJECT) {
+        if (rc != OR_JSON_OK && rc != OR_JSON_DUP_MODEL) {
+            abort();
+        }
+
+    } else if (rc != OR_JSON_NOT_OBJECT) {
+        abort();
+    }
+}
+
+
+/*
+ * error_at is where an online scan stops: the input cut just after it
+ * fails at the same offset, and cut at it fails no earlier.
+ */
+
+static void
+fuzz_prefix(const char *buf, size_t size, or_json_rc_e rc,
+    const or_json_scan_t *s)
+{
+    size_t          k;
+    or_json_rc_e    prc;
+    or_json_scan_t  ps;
+
+    if (rc != OR_JSON_SYNTAX && rc != OR_JSON_TOO_DEEP) {
+        return;
+    }
+
+    k = s->error_at;
+
+    if (k < size) {
+        prc = or_json_scan(buf, k + 1, &ps);
+
+        if (prc != rc || ps.error_at != k || strcmp(ps.error, s->error) != 0)
+        {
+            abort();
+        }
+    }
+
+    if (rc == OR_JSON_TOO_DEEP) {
+        return;
+    }
+
+    prc = or_json_scan(buf, k, &ps);
+
+    switch (prc) {
+
+    case OR_JSON_SYNTAX:
+        if (ps.error_at != k) {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_OK:
+    case OR_JSON_NOT_OBJECT:
+    case OR_JSON_DUP_MODEL:
+    case OR_JSON_EMPTY:
+        break;
+
+    default:
+        abort();
+    }
+}
+
+
+static int
+fuzz_deliberate(const json_error_t *err)
+{
+    switch (json_error_code(err)) {
+
+    case json_error_null_byte_in_key:
+    case json_error_numeric_overflow:
+    case json_error_stack_overflow:
+        return 1;
+
+    case json_error_invalid_syntax:
+        return strncmp(err->text, "invalid Unicode '", 17) == 0;
+
+    default:
+        return 0;
+    }
+}
+
+
+static size_t
+fuzz_ws(const char *buf, size_t size, size_t p)
+{
+    while (p < size
+           && (buf[p] == ' ' || buf[p] == '\t' || buf[p] == '\n'
+               || buf[p] == '\r'))
+    {
+        p++;
+    }
+
+    return p;
+}
+
+
+/* one value at *p, parsed by jansson alone; *p moves past it */
+
+static json_t *
+fuzz_next(const char *buf, size_t size, size_t *p)
+{
+    json_t        *j;
+    json_error_t   err;
+
+    j = json_loadb(buf + *p, size - *p, FUZZ_FLAGS | JSON_DISABLE_EOF_CHECK,
+                   &err);
+    if (j == NULL || err.position <= 0) {
+        abort();
+    }
+
+    *p += err.position;
+
+    return j;
+}
+
+
+/*
+ * The top-level members of an object jansson accepted, one by one: the
+ * number of "model" keys, the first model and the last stream.
+ */
+
+static size_t
+fuzz_walk(const char *buf, size_t size, json_t **model, json_t **stream)
+{
+    size_t   p, n;
+    json_t  *key, *val;
+
+    *model = NULL;
+    *stream = NULL;
+    n = 0;
+
+    p = fuzz_ws(buf, size, 0);
+
+    if (p == size || buf[p] != '{') {
+        abort();
+    }
+
+    p = fuzz_ws(buf, size, p + 1);
+
+    if (p < size && buf[p] == '}') {
+        return 0;
+    }
+
+    for ( ;; ) {
+        key = fuzz_next(buf, size, &p);
+        if (!json_is_string(key)) {
+            abort();
+        }
+
+        p = fuzz_ws(buf, size, p);
+
+        if (p == size || buf[p] != ':') {
+            abort();
+        }
+
+        p = fuzz_ws(buf, size, p + 1);
+        val = fuzz_next(buf, size, &p);
+
+        if (json_string_length(key) == 5
+            && memcmp(json_string_value(key), "model", 5) == 0)
+        {
+            if (n++ == 0) {
+                *model = json_incref(val);
+            }
+
+        } else if (json_string_length(key) == 6
+                   && memcmp(json_string_value(key), "stream", 6) == 0)
+        {
+            json_decref(*stream);
+            *stream = json_incref(val);
+        }
+
+        json_decref(key);
+        json_decref(val);
+
+        p = fuzz_ws(buf, size, p);
+
+        if (p < size && buf[p] == ',') {
+            p = fuzz_ws(buf, size, p + 1);
+            continue;
+        }
+
+        if (p < size && buf[p] == '}') {
+            return n;
+        }
+
+        abort();
+    }
+}
+
+
+/* the scanner's value is jansson's, decoded and as a jansson value */
+
+static void
+fuzz_same(const char *buf, const json_t *j, const or_json_value_t *v)
+{
+    long             n;
+    char            *d;
+    size_t           len;
+    json_t          *k;
+    json_error_t     err;
+    or_json_type_e   t;
+
+    if (j == NULL) {
+        if (v->type != OR_JSON_ABSENT) {
+            abort();
+        }
+
+        return;
+    }
+
+    switch (json_typeof(j)) {
+
+    case JSON_OBJECT:
+        t = OR_JSON_OBJECT;
+        break;
+
+    case JSON_ARRAY:
+        t = OR_JSON_ARRAY;
+        break;
+
+    case JSON_STRING:
+        t = OR_JSON_STRING;
+        break;
+
+    case JSON_INTEGER:
+    case JSON_REAL:
+        t = OR_JSON_NUMBER;
+        break;
+
+    case JSON_TRUE:
+        t = OR_JSON_TRUE;
+        break;
+
+    case JSON_FALSE:
+        t = OR_JSON_FALSE;
+        break;
+
+    default:
+        t = OR_JSON_NULL;
+        break;
+    }
+
+    if (v->type != t) {
+        abort();
+    }
+
+    len = v->end - v->start;
+
+    k = json_loadb(buf + v->start, len, FUZZ_FLAGS, &err);
+    if (k == NULL || !json_equal((json_t *) j, k)) {
+        abort();
+    }
+
+    json_decref(k);
+
+    if (t != OR_JSON_STRING) {
+        return;
+    }
+
+    d = malloc(len);
+    if (d == NULL) {
+        abort();
+    }
+
+    n = or_json_string_decode(buf + v->start, len, d);
+
+    if (n < 0 || (size_t) n != json_string_length(j)
+        || memcmp(d, json_string_value(j), n) != 0)
+    {
+        abort();
+    }
+
+    free(d);
+}
+
+
+static void
+fuzz_oracle(const char *buf, size_t size, or_json_rc_e rc,
+    const or_json_scan_t *s)
+{
+    size_t         n;
+    json_t        *root, *model, *stream;
+    json_error_t   err;
+
+    root = json_loadb(buf, size, FUZZ_FLAGS, &err);
+
+    if (root == NULL) {
+        if ((rc == OR_JSON_OK || rc == OR_JSON_NOT_OBJECT
+             || rc == OR_JSON_DUP_MODEL)
+            && !fuzz_deliberate(&err))
+        {
+            abort();
+        }
+
+        return;
+    }
+
+    /* jansson's bug: a NUL byte after a number or literal is skipped */
+
+    if (rc == OR_JSON_SYNTAX && s->error_at < size
+        && buf[s->error_at] == '\0')
+    {
+        json_decref(root);
+        return;
+    }
+
+    if (!json_is_object(root)) {
+        if (rc != OR_JSON_NOT_OBJECT) {
+            abort();
+        }
+
+        json_decref(root);
+        return;
+    }
+
+    if (rc != OR_JSON_OK && rc != OR_JSON_DUP_MODEL) {
+        abort();
+    }
+
+    n = fuzz_walk(buf, size, &model, &stream);
+
+    if ((n >= 2) != (rc == OR_JSON_DUP_MODEL)) {
+        abort();
+    }
+
+    /* jansson keeps the last duplicate; the walk has the first */
+
+    if (n == 1 && !json_equal(model, json_object_get(root, "model"))) {
+        abort();
+    }
+
+    fuzz_same(buf, model, &s->model);
+    fuzz_same(buf, stream, &s->stream);
+
+    json_decref(model);
+    json_decref(stream);
+    json_decref(root);
+}
+
+
+static void
+fuzz_quote(const char *buf, size_t size)
+{
+    long             n;
+    char            *q, *d, *e;
+    size_t           qlen;
+    json_t          *j;
+    or_json_rc_e     rc;
+    or_json_scan_t   s;
+
+    qlen = or_json_quoted_len(buf, size);
+
+    q = malloc(qlen);
+    d = malloc(qlen);
+    if (q == NULL || d == NULL) {
+        abort();
+    }
+
+    e = or_json_quote(q, buf, size);
+
+    if ((size_t) (e - q) != qlen) {
+        abort();
+    }
+
+    n = or_json_string_decode(q, qlen, d);
+
+    if (n < 0 || (size_t) n != size || memcmp(d, buf, size) != 0) {
+        abort();
+    }
+
+    /* valid exactly when the input is valid UTF-8 */
+
+    rc = or_json_scan(q, qlen, &s);
+    j = json_stringn(buf, size);
+
+    if (rc == OR_JSON_NOT_OBJECT) {
+        if (j == NULL) {
+            abort();
+        }
+
+    } else if (rc != OR_JSON_SYNTAX || j != NULL
+               || strcmp(s.error, "invalid UTF-8") != 0)
+    {
+        abort();
+    }
+
+    json_decref(j);
+    free(q);
+    free(d);
+}
+
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char      *buf;
+    or_json_rc_e     rc;
+    or_json_scan_t   s;
+
+    buf = (const char *) data;
+
+    rc = or_json_scan(buf, size, &s);
+
+    fuzz_invariants(buf, size, rc, &s);
+    fuzz_prefix(buf, size, rc, &s);
+    fuzz_oracle(buf, size, rc, &s);
+    fuzz_quote(buf, size);
+
+    return 0;
+}
