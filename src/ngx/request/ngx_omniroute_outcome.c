@@ -19,6 +19,13 @@
 
 #define NGX_OMNIROUTE_HEADERS_MAX      64
 
+/*
+ * How long a record a success settled, but which still carries an epoch
+ * for the cluster merge (a tombstone), is kept: longer than the mirror's
+ * full resync, so that no stale copy outlives it.
+ */
+#define NGX_OMNIROUTE_TOMBSTONE_MS     (10 * 60 * 1000)
+
 
 typedef struct {
     ngx_omniroute_settings_t     *settings;
@@ -411,10 +418,21 @@ ngx_omniroute_breaker_failed(void *value, void *arg, or_msec_t *expires)
     or_breaker_failure(&o->settings->breaker, value, o->verdict->reason,
                        o->start, o->now, &o->breaker);
 
-    return o->breaker.changed ? NGX_OMNIROUTE_CHANGED
-                              : NGX_OMNIROUTE_UNCHANGED;
+    if (!o->breaker.changed) {
+        return NGX_OMNIROUTE_UNCHANGED;
+    }
+
+    *expires = 0;       /* no longer a tombstone */
+
+    return NGX_OMNIROUTE_CHANGED;
 }
 
+
+/*
+ * After a success: a record that decides nothing any more is deleted (the
+ * store returns to empty, R-redesign 4); one that still carries an epoch
+ * for the cluster merge is kept as a tombstone a while.
+ */
 
 static ngx_uint_t
 ngx_omniroute_breaker_succeeded(void *value, void *arg, or_msec_t *expires)
@@ -424,8 +442,19 @@ ngx_omniroute_breaker_succeeded(void *value, void *arg, or_msec_t *expires)
     or_breaker_success(&o->settings->breaker, value, o->start, o->now,
                        &o->breaker);
 
-    return o->breaker.changed ? NGX_OMNIROUTE_CHANGED
-                              : NGX_OMNIROUTE_UNCHANGED;
+    if (or_breaker_idle(&o->settings->breaker, value, o->now)) {
+        return NGX_OMNIROUTE_DELETE;
+    }
+
+    if (!o->breaker.changed) {
+        return NGX_OMNIROUTE_UNCHANGED;
+    }
+
+    if (or_breaker_settled(&o->settings->breaker, value, o->now)) {
+        *expires = o->now + NGX_OMNIROUTE_TOMBSTONE_MS;
+    }
+
+    return NGX_OMNIROUTE_CHANGED;
 }
 
 
@@ -437,8 +466,13 @@ ngx_omniroute_conn_failed(void *value, void *arg, or_msec_t *expires)
     or_cooldown_fail(&o->settings->cooldown, value, o->verdict, o->status,
                      o->start, o->now, &o->cooldown);
 
-    return o->cooldown.changed ? NGX_OMNIROUTE_CHANGED
-                               : NGX_OMNIROUTE_UNCHANGED;
+    if (!o->cooldown.changed) {
+        return NGX_OMNIROUTE_UNCHANGED;
+    }
+
+    *expires = 0;       /* no longer a tombstone */
+
+    return NGX_OMNIROUTE_CHANGED;
 }
 
 
@@ -447,8 +481,23 @@ ngx_omniroute_conn_succeeded(void *value, void *arg, or_msec_t *expires)
 {
     ngx_omniroute_outcome_t *o = arg;
 
-    return or_cooldown_success(value, o->start, o->now)
-           ? NGX_OMNIROUTE_CHANGED : NGX_OMNIROUTE_UNCHANGED;
+    ngx_uint_t  changed;
+
+    changed = or_cooldown_success(value, o->start, o->now);
+
+    if (or_cooldown_idle(value, o->now)) {
+        return NGX_OMNIROUTE_DELETE;
+    }
+
+    if (!changed) {
+        return NGX_OMNIROUTE_UNCHANGED;
+    }
+
+    if (or_cooldown_settled(value, o->now)) {
+        *expires = o->now + NGX_OMNIROUTE_TOMBSTONE_MS;
+    }
+
+    return NGX_OMNIROUTE_CHANGED;
 }
 
 
@@ -482,6 +531,10 @@ ngx_omniroute_lockout_succeeded(void *value, void *arg, or_msec_t *expires)
     switch (or_lockout_success(lo, o->start, o->now)) {
 
     case OR_LO_DELETED:
+        if (or_lockout_idle(lo, o->now)) {
+            return NGX_OMNIROUTE_DELETE;
+        }
+
         /* an empty, newer state: kept until it expires (a tombstone) */
         *expires = o->now + o->lockout_conf->window_ms;
         return NGX_OMNIROUTE_CHANGED;

@@ -648,6 +648,16 @@ ngx_omniroute_store_read(ngx_omniroute_store_t *st, ngx_uint_t table,
 
     sn = ngx_omniroute_store_lookup(st->sh, table, key, hash);
 
+    if (sn && sn->expires && sn->expires <= ngx_omniroute_now()) {
+        /*
+         * It holds nothing worth keeping any more (a tombstone, a lapsed
+         * lockout or pin): gone, so that the table returns to empty and
+         * reads go without the lock again.  Peers expire their own copy.
+         */
+        ngx_omniroute_store_free(st, sn);
+        sn = NULL;
+    }
+
     if (sn && sn->size == ngx_align(size, sizeof(uint64_t))) {
         ngx_memcpy(value, sn->data, size);
         rc = NGX_OK;
