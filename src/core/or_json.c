@@ -8,6 +8,13 @@
 
 #include "or_json.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define OR_JSON_SSE2  1
+#else
+#define OR_JSON_SSE2  0
+#endif
+
 
 /* the longest escaped spelling of a key we compare: "stream" as \uXXXX */
 #define OR_JSON_KEY_MAX     (2 + 6 * 6)
@@ -133,10 +140,37 @@ or_json_string(const unsigned char *p, const unsigned char *last,
     uint64_t       w;
     unsigned       esc;
     unsigned char  c;
+#if (OR_JSON_SSE2)
+    int            m;
+    __m128i        v, quote, bslash, space;
+
+    quote = _mm_set1_epi8('"');
+    bslash = _mm_set1_epi8('\\');
+    space = _mm_set1_epi8(0x20);
+#endif
 
     esc = 0;
 
     for ( ;; ) {
+
+#if (OR_JSON_SSE2)
+        /* 16 plain bytes at a time: not '"', '\\', < 0x20 nor >= 0x80
+         * (a signed compare below 0x20 catches both ends) */
+
+        while (last - p >= 16) {
+            v = _mm_loadu_si128((const __m128i *) p);
+            m = _mm_movemask_epi8(
+                    _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
+                                              _mm_cmpeq_epi8(v, bslash)),
+                                 _mm_cmplt_epi8(v, space)));
+            if (m) {
+                p += __builtin_ctz((unsigned) m);
+                break;
+            }
+
+            p += 16;
+        }
+#endif
 
         while (last - p >= 8) {
             memcpy(&w, p, 8);
