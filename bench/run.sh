@@ -150,7 +150,7 @@ bodies=$prefix/bodies
 res=$prefix/results
 rm -rf "$prefix/tmp" "$prefix/mock/tmp" "$res"
 mkdir -p "$prefix/tmp" "$prefix/mock/tmp" "$bodies" "$res"
-rm -f "$prefix/error.log" "$prefix/mock/error.log"
+rm -f "$prefix/error.log" "$prefix/mock/error.log" "$prefix/mock/probe.log"
 printf 'sk-bench\n' > "$prefix/key"
 printf 'sk-fail\n' > "$prefix/key-fail"
 
@@ -210,20 +210,27 @@ size() { wc -c < "$1" | awk '{ n = $1; if (n >= 1048576) printf "%.2f MiB", n / 
 
 # --- measuring ---------------------------------------------------------------
 
-# post PATH BODY: status code; headers in $prefix/hdr, body in $prefix/resp
+# post PATH BODY [PROBE]: status code; headers in $prefix/hdr, body in
+# $prefix/resp; with PROBE, the mock logs what it received to probe.log
 post() {
     curl -s -D "$prefix/hdr" -o "$prefix/resp" -w '%{http_code}' -X POST \
          -H 'Content-Type: application/json' \
          -H 'Authorization: Bearer client-gateway-key' \
+         ${3:+-H "X-Bench-Probe: $3"} \
          --data-binary @"$2" "$url$1"
+}
+
+# received PROBE: the body size the mock provider got for that request
+received() {
+    awk -v p="$1" '$1 == p { n = $2 } END { print n ? n : "?" }' "$prefix/mock/probe.log"
 }
 
 header() { tr -d '\r' < "$prefix/hdr" | awk -v h="$1" 'tolower($1) == tolower(h) ":" { print $2 }'; }
 
-# sanity LABEL PATH BODY: a 200 with the provider's answer
+# sanity LABEL PATH BODY [PROBE]: a 200 with the provider's answer
 sanity() {
     local code
-    code=$(post "$2" "$3") || true
+    code=$(post "$2" "$3" "${4:-}") || true
     [ "$code" = 200 ] || { cat "$prefix/resp" >&2; echo >&2; die "$1: $2 answered $code"; }
     case $2 in
         /omni/*) [ -n "$(header X-OmniRoute-Connection)" ] \
@@ -287,15 +294,22 @@ row() {
 # run_case ID CONNS "LABEL|PATH|BODY" ...: sanity, then ROUNDS rotating rounds
 run_case() {
     local id=$1 conns=$2 i k j n rps p50 p99 bad cpu s label path file best med
+    local -a got
     shift 2
     local sides=("$@")
     n=${#sides[@]}
 
+    k=0
     for s in "${sides[@]}"; do
         IFS='|' read -r label path file <<<"$s"
         [ -s "$file" ] || die "$id: no body file for $label"
-        sanity "$label" "$path" "$file"
+        sanity "$label" "$path" "$file" "$id.$k"
+        got[$k]="$label $(received "$id.$k")"
+        k=$((k + 1))
     done
+    printf 'the provider received (bytes): %s' "${got[0]}"
+    for k in $(seq 1 $((n - 1))); do printf ', %s' "${got[$k]}"; done
+    echo
 
     for i in $(seq 1 "$ROUNDS"); do
         for k in $(seq 0 $((n - 1))); do
