@@ -127,6 +127,11 @@ start_gw() {
     [ -n "$gw_worker" ] || die "no gateway worker"
 }
 
+alive() {
+    [ -d "/proc/$gw_worker" ] \
+        || die "the gateway worker $gw_worker is gone (see $prefix/error.log)"
+}
+
 # CPU time of a process so far, in clock ticks (utime + stime)
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
@@ -222,6 +227,7 @@ post() {
 
 # received PROBE: the body size the mock provider got for that request
 received() {
+    [ -f "$prefix/mock/probe.log" ] || { echo '?'; return 0; }
     awk -v p="$1" '$1 == p { n = $2 } END { print n ? n : "?" }' "$prefix/mock/probe.log"
 }
 
@@ -316,6 +322,7 @@ run_case() {
             j=$(( (k + i - 1) % n ))
             IFS='|' read -r label path file <<<"${sides[$j]}"
             read -r rps p50 p99 bad cpu <<<"$(wrkrun "$path" "$file" "$conns")"
+            alive
             printf 'round %d  %-18s %9.0f req/s  p50 %-9s p99 %-9s gw CPU %5s us/req  errors %s\n' \
                 "$i" "$label" "$rps" "$p50" "$p99" "$cpu" "$bad"
             echo "$rps $p50 $p99 $bad $cpu" >> "$res/$id.$j"
@@ -408,6 +415,7 @@ memory_case() {
                 > "$prefix/rss.txt" &
             sampler_pid=$!
             read -r rps p50 p99 bad cpu <<<"$(wrkrun "$path" "$file" "$MEM_CONNS")"
+            alive
             touch "$prefix/rss.stop"
             wait "$sampler_pid" || true
             sampler_pid=
