@@ -226,9 +226,16 @@ post() {
 }
 
 # received PROBE: the body size the mock provider got for that request
+# (the mock logs after it answered: wait a little for the line)
 received() {
-    [ -f "$prefix/mock/probe.log" ] || { echo '?'; return 0; }
-    awk -v p="$1" '$1 == p { n = $2 } END { print n ? n : "?" }' "$prefix/mock/probe.log"
+    local n=
+    for _ in $(seq 1 20); do
+        [ -f "$prefix/mock/probe.log" ] \
+            && n=$(awk -v p="$1" '$1 == p { n = $2 } END { print n }' "$prefix/mock/probe.log")
+        [ -z "$n" ] || break
+        sleep 0.05
+    done
+    echo "${n:-?}"
 }
 
 header() { tr -d '\r' < "$prefix/hdr" | awk -v h="$1" 'tolower($1) == tolower(h) ":" { print $2 }'; }
@@ -291,10 +298,10 @@ row() {
     local b bm be bc m mm me mc bl=${5:-} ml=${6:-}
     read -r b bm be bc <<<"$(stats "$3")"
     read -r m mm me mc <<<"$(stats "$4")"
-    printf '| %s | %s | %s%s / %s | %s%s / %s | %s | %s | %s / %s | %s |\n' \
+    printf '| %s | %s | %s%s / %s | %s%s / %s | %s | %s | %s / %s | %s | %s |\n' \
         "$1" "$2" "${bl:+$bl: }" "$b" "$bm" "${ml:+$ml: }" "$m" "$mm" \
         "$(ratio "$m" "$b")" "$(ratio "$mm" "$bm")" "$bc" "$mc" \
-        "$((be + me))" >> "$table"
+        "$(ratio "$bc" "$mc")" "$((be + me))" >> "$table"
 }
 
 # run_case ID CONNS "LABEL|PATH|BODY" ...: sanity, then ROUNDS rotating rounds
@@ -526,8 +533,8 @@ n=$(grep -c '\[error\]' "$prefix/error.log" || true)
     echo "ngx_omniroute $commit, wrk -c$CONNS -d${DURATION}s x $ROUNDS rounds, $(nproc) cores," \
          "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
-    echo "| # | case | plain r/s best / median | module r/s best / median | ratio best | ratio median | gw CPU us/req plain / module | errors |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| # | case | plain r/s best / median | module r/s best / median | ratio best | ratio median | gw CPU us/req plain / module | CPU ratio | errors |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     cat "$table"
     if [ -s "${mem_table:-/nonexistent}" ]; then
         echo
