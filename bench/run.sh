@@ -34,8 +34,9 @@
 # CONNS (50), THREADS (1), CASES (all, in the order above), POOL (500),
 # POOL_COOLING (50), POOL_KIB (8; 0: the tiny body), STATE_CONNS (20 per state provider),
 # MEM_CONNS (32), MEM_KIB (1024), BODY_BUFFER (client_body_buffer_size of
-# the gateway, 16k: nginx's default, larger bodies go to a temp file on
-# both sides), BASE_PORT (18210: gateway +1, mock +2, admin API +3),
+# the gateway, 2m: every body in memory; with nginx's default 16k larger
+# bodies go through a temp file, and a warn line per request, on both
+# sides), BASE_PORT (18210: gateway +1, mock +2, admin API +3),
 # FIXTURES (the fixtures directory; default ../shared/fixtures next to the
 # repository).
 #
@@ -58,7 +59,7 @@ POOL_KIB=${POOL_KIB:-8}
 STATE_CONNS=${STATE_CONNS:-20}
 MEM_CONNS=${MEM_CONNS:-32}
 MEM_KIB=${MEM_KIB:-1024}
-BODY_BUFFER=${BODY_BUFFER:-16k}
+BODY_BUFFER=${BODY_BUFFER:-2m}
 BASE=${BASE_PORT:-18210}
 
 gw_port=$((BASE + 1))
