@@ -5,7 +5,10 @@
 #   make         build build/nginx/ngx_http_omniroute_module.so
 #   make test    unit tests (plain and ASan/UBSan) + integration tests (prove)
 #   make demo    start nginx in the foreground on 127.0.0.1:8080 (demo config)
-#   make bench   wrk: module vs plain proxy_pass, failover, Redis mirror
+#   make bench   wrk: module vs plain proxy_pass (real bodies, rewrite, SSE,
+#                pool size, memory), failover, Redis mirror; BENCH= picks
+#                scripts, knobs in bench/run.sh, e.g.
+#                make bench BENCH=run CASES="tiny pool" DURATION=10
 #   make fuzz    libFuzzer targets under fuzz/, FUZZ_SECONDS each
 
 SHELL      := /bin/bash
@@ -34,6 +37,7 @@ CORE_CFLAGS := -std=gnu99 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
 ASAN_FLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer \
                -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
+BENCH       ?= run failover cluster
 PROVE_ARGS  ?=
 
 .PHONY: all build deps test-deps unit test itest demo bench fuzz clean
@@ -103,9 +107,7 @@ demo: deps build
 	bash conf.d/run-demo.sh
 
 bench: test-deps build
-	bash bench/run.sh
-	bash bench/failover.sh
-	bash bench/cluster.sh
+	@set -e; for b in $(BENCH); do echo "== bench/$$b.sh"; bash bench/$$b.sh; done
 
 $(BUILD)/fuzz/%: fuzz/%.c $(CORE_SRCS) $(CORE_HDRS)
 	@mkdir -p $(dir $@)
