@@ -4,8 +4,10 @@
  *
  * Internals of the Redis mirror (see ngx_omniroute_redis_stats.h), shared by
  * ngx_omniroute_redis_module.c (configuration, process hooks, variables),
- * ngx_omniroute_redis_link.c (hiredis on the event loop, link state
- * machine) and ngx_omniroute_redis_state.c (wire format, merges).
+ * ngx_omniroute_redis_link.c (link state machine, sync),
+ * ngx_omniroute_redis_adapter.c (hiredis on the nginx event loop),
+ * ngx_omniroute_redis_state.c (wire format, validation, merges) and, in a
+ * test build only, ngx_omniroute_redis_debug.c (omniroute_redis_debug).
  *
  * Wire format (native byte order: every node of a cluster runs the same
  * build on the same architecture; the version byte and the value size
@@ -185,6 +187,10 @@ struct ngx_omniroute_redis_link_s {
 
 extern ngx_module_t  ngx_http_omniroute_redis_module;
 
+
+/* ngx_omniroute_redis_adapter.c */
+ngx_int_t ngx_omniroute_redis_attach(ngx_omniroute_redis_conn_t *rc,
+    redisAsyncContext *ac);
 
 /* ngx_omniroute_redis_link.c */
 ngx_int_t ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,

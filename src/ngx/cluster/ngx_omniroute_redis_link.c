@@ -5,13 +5,9 @@
  * Redis mirror: hiredis async contexts on the nginx event loop and the
  * link state machine (see ngx_omniroute_redis_int.h).
  *
- * Adapter.  Each hiredis context's socket is wrapped in an nginx
- * connection from ngx_get_connection(); hiredis owns the descriptor and
- * closes it in redisFree(), so the cleanup hook only removes the events
- * and returns the connection with fd = -1 (no "open socket left").  Reads
- * are drained (epoll is edge-triggered and hiredis reads 16 KiB a call).
- * hiredis 0.14 has no timers: connect and reply timeouts are checked by
- * the link's own timer.
+ Each hiredis context is put on the event loop by the adapter
+ * (ngx_omniroute_redis_adapter.c).  hiredis 0.14 has no timers: connect
+ * and reply timeouts are checked by the link's own timer.
  *
  *   DOWN --retry_at--> CONNECTING --both handshakes--> SYNCING
  *   SYNCING --SCAN+MGET merged, missing state pushed--> UP
@@ -33,7 +29,6 @@
 #include <ngx_http.h>
 
 #include <poll.h>
-#include <sys/ioctl.h>
 
 #include "ngx_omniroute_redis_int.h"
 
@@ -88,14 +83,6 @@ static void ngx_omniroute_redis_on_scan(redisAsyncContext *ac, void *r,
     void *data);
 static void ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r,
     void *data);
-
-static void ngx_omniroute_redis_add_read(void *privdata);
-static void ngx_omniroute_redis_del_read(void *privdata);
-static void ngx_omniroute_redis_add_write(void *privdata);
-static void ngx_omniroute_redis_del_write(void *privdata);
-static void ngx_omniroute_redis_cleanup(void *privdata);
-static void ngx_omniroute_redis_read_handler(ngx_event_t *rev);
-static void ngx_omniroute_redis_write_handler(ngx_event_t *wev);
 
 
 static ngx_omniroute_redis_link_t  *ngx_omniroute_redis_link;
@@ -298,7 +285,6 @@ ngx_omniroute_redis_connect(ngx_omniroute_redis_link_t *link)
 static ngx_int_t
 ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc)
 {
-    ngx_connection_t                 *c;
     redisAsyncContext                *ac;
     ngx_omniroute_redis_link_t       *link;
     ngx_omniroute_redis_main_conf_t  *rmcf;
@@ -328,29 +314,10 @@ ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc)
         return NGX_ERROR;
     }
 
-    c = ngx_get_connection(ac->c.fd, link->log);
-    if (c == NULL) {
+    if (ngx_omniroute_redis_attach(rc, ac) != NGX_OK) {
         redisAsyncFree(ac);
         return NGX_ERROR;
     }
-
-    c->data = rc;
-    c->read->handler = ngx_omniroute_redis_read_handler;
-    c->write->handler = ngx_omniroute_redis_write_handler;
-    c->read->log = c->log;
-    c->write->log = c->log;
-    c->number = ngx_atomic_fetch_add(ngx_connection_counter, 1);
-
-    rc->ac = ac;
-    rc->c = c;
-
-    ac->data = rc;
-    ac->ev.data = c;
-    ac->ev.addRead = ngx_omniroute_redis_add_read;
-    ac->ev.delRead = ngx_omniroute_redis_del_read;
-    ac->ev.addWrite = ngx_omniroute_redis_add_write;
-    ac->ev.delWrite = ngx_omniroute_redis_del_write;
-    ac->ev.cleanup = ngx_omniroute_redis_cleanup;
 
     /* the connect callback is what asks for the first write event */
 
@@ -359,7 +326,8 @@ ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc)
     (void) redisAsyncSetConnectCallback(ac, ngx_omniroute_redis_on_connect);
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, link->log, 0,
-                   "omniroute redis %s connection fd:%d", rc->name, c->fd);
+                   "omniroute redis %s connection fd:%d", rc->name,
+                   rc->c->fd);
 
     return NGX_OK;
 }
@@ -1585,154 +1553,4 @@ ngx_omniroute_redis_on_subscribe(redisAsyncContext *ac, void *r, void *data)
             ngx_omniroute_redis_start_sync(link);
         }
     }
-}
-
-
-/* the event adapter */
-
-static void
-ngx_omniroute_redis_add_read(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (!c->read->active) {
-        if (ngx_add_event(c->read, NGX_READ_EVENT,
-                          (ngx_event_flags & NGX_USE_CLEAR_EVENT)
-                          ? NGX_CLEAR_EVENT : NGX_LEVEL_EVENT)
-            != NGX_OK)
-        {
-            ngx_log_error(NGX_LOG_ERR, c->log, 0,
-                          "omniroute redis: could not add a read event");
-        }
-    }
-}
-
-
-static void
-ngx_omniroute_redis_del_read(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (c->read->active) {
-        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
-    }
-}
-
-
-static void
-ngx_omniroute_redis_add_write(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (!c->write->active) {
-        if (ngx_add_event(c->write, NGX_WRITE_EVENT,
-                          (ngx_event_flags & NGX_USE_CLEAR_EVENT)
-                          ? NGX_CLEAR_EVENT : NGX_LEVEL_EVENT)
-            != NGX_OK)
-        {
-            ngx_log_error(NGX_LOG_ERR, c->log, 0,
-                          "omniroute redis: could not add a write event");
-        }
-    }
-}
-
-
-static void
-ngx_omniroute_redis_del_write(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (c->write->active) {
-        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
-    }
-}
-
-
-/*
- * hiredis is freeing the context and will close the descriptor itself:
- * drop the events, return the connection with fd -1.  May run inside our
- * own read handler; the caller then sees rc->c != c.
- */
-
-static void
-ngx_omniroute_redis_cleanup(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    ngx_omniroute_redis_conn_t  *rc;
-
-    rc = c->data;
-
-    if (c->read->active) {
-        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
-    }
-
-    if (c->write->active) {
-        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
-    }
-
-    if (c->read->timer_set) {
-        ngx_del_timer(c->read);
-    }
-
-    if (c->write->timer_set) {
-        ngx_del_timer(c->write);
-    }
-
-    if (c->read->posted) {
-        ngx_delete_posted_event(c->read);
-    }
-
-    if (c->write->posted) {
-        ngx_delete_posted_event(c->write);
-    }
-
-    ngx_free_connection(c);
-    c->fd = (ngx_socket_t) -1;
-
-    rc->c = NULL;
-    rc->ac = NULL;
-    rc->ready = 0;
-}
-
-
-static void
-ngx_omniroute_redis_read_handler(ngx_event_t *rev)
-{
-    ngx_connection_t  *c = rev->data;
-
-    int                          n;
-    ngx_socket_t                 fd;
-    ngx_omniroute_redis_conn_t  *rc;
-
-    rc = c->data;
-
-    /* edge-triggered: read until the socket is empty */
-
-    for ( ;; ) {
-        fd = c->fd;
-
-        redisAsyncHandleRead(rc->ac);
-
-        if (rc->c != c) {
-            return;             /* freed meanwhile */
-        }
-
-        if (ioctl(fd, FIONREAD, &n) == -1 || n <= 0) {
-            return;
-        }
-    }
-}
-
-
-static void
-ngx_omniroute_redis_write_handler(ngx_event_t *wev)
-{
-    ngx_connection_t  *c = wev->data;
-
-    ngx_omniroute_redis_conn_t  *rc;
-
-    rc = c->data;
-
-    redisAsyncHandleWrite(rc->ac);
 }
