@@ -33,6 +33,7 @@
 
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
+#include <jansson.h>
 
 #include "ngx_omniroute.h"
 #include "ngx_omniroute_redis_stats.h"
@@ -187,6 +188,15 @@ struct ngx_omniroute_redis_link_s {
 
 extern ngx_module_t  ngx_http_omniroute_redis_module;
 
+
+/* ngx_omniroute_redis_module.c */
+json_t *ngx_omniroute_redis_stats_json(void);
+
+#if (NGX_OMNIROUTE_TEST)
+/* ngx_omniroute_redis_debug.c */
+char *ngx_omniroute_redis_debug(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+#endif
 
 /* ngx_omniroute_redis_adapter.c */
 ngx_int_t ngx_omniroute_redis_attach(ngx_omniroute_redis_conn_t *rc,
