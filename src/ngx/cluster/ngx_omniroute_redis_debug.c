@@ -24,9 +24,6 @@
 #include "or_lockout.h"
 
 
-#define NGX_OMNIROUTE_REDIS_DEBUG_VALUE   64
-
-
 typedef struct {
     json_t                       *list;
     ngx_uint_t                    table;

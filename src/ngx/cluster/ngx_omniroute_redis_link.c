@@ -41,6 +41,10 @@ static void ngx_cdecl ngx_omniroute_redis_fail(
 static void ngx_cdecl ngx_omniroute_redis_log(
     ngx_omniroute_redis_link_t *link, ngx_uint_t level, const char *fmt,
     ...);
+static void ngx_omniroute_redis_vlog(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t k, ngx_uint_t level, const char *fmt, va_list args);
+static void ngx_cdecl ngx_omniroute_redis_log_record(
+    ngx_omniroute_redis_link_t *link, const char *fmt, ...);
 static void ngx_omniroute_redis_set_state(ngx_omniroute_redis_link_t *link,
     ngx_uint_t state);
 static ngx_int_t ngx_omniroute_redis_command(ngx_omniroute_redis_conn_t *rc,
@@ -402,21 +406,32 @@ ngx_omniroute_redis_fail(ngx_omniroute_redis_link_t *link, const char *fmt,
 
 /*
  * Errors are logged at most once per log_interval, and so are notices
- * (link up); the next message says how many were suppressed.  The
- * password never reaches a message.
+ * (link up) and rejected records, each on its own budget; the next
+ * message says how many were suppressed.  The password never reaches a
+ * message.
  */
 
 static void ngx_cdecl
 ngx_omniroute_redis_log(ngx_omniroute_redis_link_t *link, ngx_uint_t level,
     const char *fmt, ...)
 {
+    va_list  args;
+
+    va_start(args, fmt);
+    ngx_omniroute_redis_vlog(link, (level >= NGX_LOG_NOTICE) ? 1 : 0, level,
+                             fmt, args);
+    va_end(args);
+}
+
+
+static void
+ngx_omniroute_redis_vlog(ngx_omniroute_redis_link_t *link, ngx_uint_t k,
+    ngx_uint_t level, const char *fmt, va_list args)
+{
     u_char      *p, *last, buf[NGX_MAX_ERROR_STR];
-    va_list      args;
-    ngx_uint_t   k;
     ngx_msec_t   now;
 
     now = ngx_current_msec;
-    k = (level >= NGX_LOG_NOTICE) ? 1 : 0;
 
     if (link->logged[k] && now - link->log_at[k] < link->rmcf->log_interval) {
         link->log_suppressed[k]++;
@@ -425,9 +440,7 @@ ngx_omniroute_redis_log(ngx_omniroute_redis_link_t *link, ngx_uint_t level,
 
     last = buf + sizeof(buf);
 
-    va_start(args, fmt);
     p = ngx_vslprintf(buf, last, fmt, args);
-    va_end(args);
 
     if (link->log_suppressed[k]) {
         p = ngx_slprintf(p, last, " (%ui more such messages suppressed)",
@@ -441,6 +454,58 @@ ngx_omniroute_redis_log(ngx_omniroute_redis_link_t *link, ngx_uint_t level,
     link->logged[k] = 1;
     link->log_at[k] = now;
     link->log_suppressed[k] = 0;
+}
+
+
+static void ngx_cdecl
+ngx_omniroute_redis_log_record(ngx_omniroute_redis_link_t *link,
+    const char *fmt, ...)
+{
+    va_list  args;
+
+    va_start(args, fmt);
+    ngx_omniroute_redis_vlog(link, 2, NGX_LOG_WARN, fmt, args);
+    va_end(args);
+}
+
+
+/*
+ * A remote record failed validation (ngx_omniroute_redis_check()): it is
+ * dropped, counted and logged with its table, key (escaped, at most 64
+ * bytes) and the field found wrong; never a value.
+ */
+
+void
+ngx_omniroute_redis_reject(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t table, ngx_str_t *key, const char *why)
+{
+    u_char      *p, buf[NGX_OMNIROUTE_REDIS_KEY_LOG * 4 + 3];
+    ngx_uint_t   i;
+
+    (void) ngx_atomic_fetch_add(&link->stats->rejected, 1);
+
+    p = buf;
+
+    for (i = 0; i < key->len && i < NGX_OMNIROUTE_REDIS_KEY_LOG; i++) {
+        if (key->data[i] < 0x20 || key->data[i] >= 0x7f
+            || key->data[i] == '"' || key->data[i] == '\\')
+        {
+            p = ngx_sprintf(p, "\\x%02xd", key->data[i]);
+
+        } else {
+            *p++ = key->data[i];
+        }
+    }
+
+    if (key->len > NGX_OMNIROUTE_REDIS_KEY_LOG) {
+        p = ngx_cpymem(p, "...", 3);
+    }
+
+    ngx_omniroute_redis_log_record(link, "rejected an invalid record from "
+                                   "Redis: table \"%s\", key \"%*s\" "
+                                   "(bad %s); ignored",
+                                   ngx_omniroute_redis_table_name(table),
+                                   (size_t) (p - buf), buf, why);
 }
 
 
@@ -555,6 +620,7 @@ ngx_omniroute_redis_tick(ngx_event_t *ev)
                            && (ngx_msec_int_t) (now - link->resync_at) >= 0)))
         {
             ngx_omniroute_redis_start_sync(link);
+
         }
 
         break;
@@ -1132,6 +1198,10 @@ ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r, void *data)
             continue;
         }
 
+        if (rv == NGX_ABORT) {
+            continue;           /* rejected: ours is pushed over it */
+        }
+
         link->loaded++;
         (void) ngx_atomic_fetch_add(&link->stats->loaded, 1);
 
@@ -1344,7 +1414,7 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
     size_t len)
 {
     ngx_int_t                         rv;
-    or_msec_t                         mtime, lag;
+    or_msec_t                         mtime, lag, now;
     ngx_uint_t                        changed;
     ngx_omniroute_redis_msg_t         msg;
     ngx_omniroute_redis_main_conf_t  *rmcf;
@@ -1372,10 +1442,14 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
 
     (void) ngx_atomic_fetch_add(&link->stats->received, 1);
 
-    lag = ngx_omniroute_now() - msg.time;
-    link->stats->lag_ms = (lag > 0) ? (ngx_atomic_uint_t) lag : 0;
+    now = ngx_omniroute_now();
+
+    /* an origin time is untrusted too: no overflow, no absurd lag */
+    lag = (msg.time >= 0 && msg.time <= now) ? now - msg.time : 0;
 
     if (msg.op == NGX_OMNIROUTE_REDIS_OP_DELETE) {
+        link->stats->lag_ms = (ngx_atomic_uint_t) lag;
+
         if (ngx_omniroute_store_delete(link->store, msg.table, &msg.key, 1)
             == NGX_OK)
         {
@@ -1398,6 +1472,12 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
         (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
         return;
     }
+
+    if (rv == NGX_ABORT) {
+        return;                 /* rejected: counted and logged */
+    }
+
+    link->stats->lag_ms = (ngx_atomic_uint_t) lag;
 
     if (changed) {
         (void) ngx_atomic_fetch_add(&link->stats->applied, 1);

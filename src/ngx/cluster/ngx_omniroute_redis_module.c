@@ -778,7 +778,7 @@ ngx_omniroute_redis_stats_json(void)
                                                ngx_http_omniroute_redis_module);
 
     doc = json_pack("{s:s, s:s#, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
-                    " s:I, s:I, s:I, s:I, s:I, s:I}",
+                    " s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                     "state", ngx_omniroute_redis_state_name(st->state),
                     "node", rmcf->node.data, (int) rmcf->node.len,
                     "state_since", (json_int_t) st->state_since,
@@ -794,7 +794,9 @@ ngx_omniroute_redis_stats_json(void)
                     "overflows", (json_int_t) st->overflows,
                     "errors", (json_int_t) st->errors,
                     "pending", (json_int_t) st->pending,
-                    "lag_ms", (json_int_t) st->lag_ms);
+                    "lag_ms", (json_int_t) st->lag_ms,
+                    "rejected", (json_int_t) st->rejected,
+                    "refills", (json_int_t) st->refills);
 
     return doc;
 }
