@@ -12,6 +12,8 @@
  * Wire format: src/core/or_wire.h (values and messages);
  *
  *   key      <prefix><table>:<store key>, e.g. "omniroute:breaker:alpha"
+ *   epoch    <prefix>epoch: a token set by the first node that finds it
+ *            missing; gone or changed means Redis lost the mirror's keys
  *
  * "time" is the origin node's clock when the change was made: it orders
  * last-writer-wins tables (settings) and measures the propagation lag.
@@ -68,6 +70,7 @@
 #define NGX_OMNIROUTE_REDIS_DEBUG_VALUE   64
 
 #define NGX_OMNIROUTE_REDIS_KEY_LOG       64    /* key bytes in a log */
+#define NGX_OMNIROUTE_REDIS_EPOCH_MAX     128   /* epoch token bytes */
 
 #define NGX_OMNIROUTE_REDIS_BATCH         256   /* events read per pass */
 #define NGX_OMNIROUTE_REDIS_SCAN_COUNT    512
@@ -178,6 +181,13 @@ struct ngx_omniroute_redis_link_s {
     ngx_msec_t                    log_at[3];
     ngx_uint_t                    logged[3];
     ngx_uint_t                    log_suppressed[3];
+
+    /* the epoch key: gone or changed means Redis lost the state */
+    ngx_str_t                     epoch_key;    /* <prefix>epoch */
+    ngx_msec_t                    epoch_at;     /* next check */
+    ngx_uint_t                    epoch_known;
+    size_t                        epoch_len;
+    u_char                        epoch[NGX_OMNIROUTE_REDIS_EPOCH_MAX];
 
     ngx_uint_t                    exiting;
 

@@ -5,7 +5,7 @@
  * Redis mirror: hiredis async contexts on the nginx event loop and the
  * link state machine (see ngx_omniroute_redis_int.h).
  *
- Each hiredis context is put on the event loop by the adapter
+ * Each hiredis context is put on the event loop by the adapter
  * (ngx_omniroute_redis_adapter.c).  hiredis 0.14 has no timers: connect
  * and reply timeouts are checked by the link's own timer.
  *
@@ -17,7 +17,7 @@
  * One timer (interval) drives everything: reads the store's event ring
  * (always: while not publishing it only notes settings versions), sends
  * heartbeats, checks timeouts, paces the push of a full sync, starts a
- * resync, reconnects.  It is cancelable, so it never delays a graceful
+ * resync (also when the epoch key shows Redis lost the state), reconnects.  It is cancelable, so it never delays a graceful
  * shutdown; exit_process flushes what is queued (bounded) and frees both
  * contexts.
  */
@@ -60,6 +60,11 @@ static void ngx_omniroute_redis_drain(ngx_omniroute_redis_link_t *link,
     ngx_uint_t publish);
 static void ngx_omniroute_redis_flush(ngx_omniroute_redis_link_t *link);
 
+static void ngx_omniroute_redis_epoch_learn(ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_epoch_check(ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_on_epoch(redisAsyncContext *ac, void *r,
+    void *data);
+
 static void ngx_omniroute_redis_start_sync(ngx_omniroute_redis_link_t *link);
 static void ngx_omniroute_redis_scan(ngx_omniroute_redis_link_t *link);
 static void ngx_omniroute_redis_begin_push(ngx_omniroute_redis_link_t *link);
@@ -91,6 +96,10 @@ static void ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r,
 
 static ngx_omniroute_redis_link_t  *ngx_omniroute_redis_link;
 
+/* what an epoch GET is for (its callback's data) */
+static u_char  ngx_omniroute_redis_epoch_learning;
+static u_char  ngx_omniroute_redis_epoch_checking;
+
 
 ngx_int_t
 ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,
@@ -112,13 +121,19 @@ ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,
     link->merged = ngx_palloc(cycle->pool, NGX_OMNIROUTE_REDIS_VALUE_MAX);
     link->events = ngx_palloc(cycle->pool, NGX_OMNIROUTE_REDIS_BATCH
                                            * sizeof(ngx_omniroute_event_t));
+    link->epoch_key.data = ngx_pnalloc(cycle->pool,
+                                       rmcf->prefix.len + sizeof("epoch"));
 
     if (link->rkey == NULL || link->rvalue == NULL || link->msg == NULL
         || link->local == NULL || link->merged == NULL
-        || link->events == NULL)
+        || link->events == NULL || link->epoch_key.data == NULL)
     {
         return NGX_ERROR;
     }
+
+    link->epoch_key.len = ngx_sprintf(link->epoch_key.data, "%Vepoch",
+                                      &rmcf->prefix)
+                          - link->epoch_key.data;
 
     link->rmcf = rmcf;
     link->store = store;
@@ -621,6 +636,10 @@ ngx_omniroute_redis_tick(ngx_event_t *ev)
         {
             ngx_omniroute_redis_start_sync(link);
 
+        } else if (!link->syncing
+                   && (ngx_msec_int_t) (now - link->epoch_at) >= 0)
+        {
+            ngx_omniroute_redis_epoch_check(link);
         }
 
         break;
@@ -973,7 +992,165 @@ ngx_omniroute_redis_start_sync(ngx_omniroute_redis_link_t *link)
     link->scan_cursor[0] = '0';
     link->scan_cursor[1] = '\0';
 
+    /* before the SCAN: a flush from now on changes what we learn here */
+    ngx_omniroute_redis_epoch_learn(link);
+
     ngx_omniroute_redis_scan(link);
+}
+
+
+/*
+ * The epoch key tells whether Redis still holds what the nodes wrote
+ * (docs/cluster.md, "When Redis misbehaves").  Every full sync sets it if
+ * it is missing (SET NX, a token of this node and this moment) and reads
+ * what it holds; every keepalive the node reads it again.  Gone (FLUSHALL,
+ * FLUSHDB, a restart or failover without the data, expiry) or changed
+ * (another node found it gone first and set its own) means the records
+ * may be gone too: the node runs a full sync, which pushes everything
+ * Redis lacks.  Within a keepalive or two, Redis holds the cluster's state
+ * again, before a restarting node needs it.
+ */
+
+static void
+ngx_omniroute_redis_epoch_learn(ngx_omniroute_redis_link_t *link)
+{
+    u_char                           *p;
+    const char                       *argv[6];
+    size_t                            argvlen[6];
+    u_char                            ttl[NGX_INT64_LEN];
+    u_char                            token[NGX_OMNIROUTE_REDIS_EPOCH_MAX];
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = link->rmcf;
+
+    link->epoch_at = ngx_current_msec + rmcf->keepalive;
+
+    p = ngx_snprintf(token, sizeof(token), "%V:%L:%08xD", &rmcf->node,
+                     (int64_t) ngx_omniroute_now(), (uint32_t) ngx_random());
+
+    argv[0] = "SET";
+    argvlen[0] = 3;
+    argv[1] = (const char *) link->epoch_key.data;
+    argvlen[1] = link->epoch_key.len;
+    argv[2] = (const char *) token;
+    argvlen[2] = p - token;
+    argv[3] = "NX";
+    argvlen[3] = 2;
+    argv[4] = "PX";
+    argvlen[4] = 2;
+    argv[5] = (const char *) ttl;
+    argvlen[5] = ngx_sprintf(ttl, "%L", (int64_t) NGX_OMNIROUTE_REDIS_TTL_MAX)
+                 - ttl;
+
+    if (ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_reply,
+                                    NULL, 6, argv, argvlen)
+        != NGX_OK)
+    {
+        return;
+    }
+
+    argv[0] = "GET";
+    argvlen[0] = 3;
+
+    (void) ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_epoch,
+                                       &ngx_omniroute_redis_epoch_learning, 2,
+                                       argv, argvlen);
+}
+
+
+static void
+ngx_omniroute_redis_epoch_check(ngx_omniroute_redis_link_t *link)
+{
+    const char  *argv[2];
+    size_t       argvlen[2];
+
+    link->epoch_at = ngx_current_msec + link->rmcf->keepalive;
+
+    if (!link->epoch_known) {
+        /* not learnt yet (a flush right after the SET): learn it now */
+        ngx_omniroute_redis_epoch_learn(link);
+        return;
+    }
+
+    argv[0] = "GET";
+    argvlen[0] = 3;
+    argv[1] = (const char *) link->epoch_key.data;
+    argvlen[1] = link->epoch_key.len;
+
+    (void) ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_epoch,
+                                       &ngx_omniroute_redis_epoch_checking, 2,
+                                       argv, argvlen);
+}
+
+
+static void
+ngx_omniroute_redis_on_epoch(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    ngx_omniroute_redis_link_t  *link;
+
+    ngx_omniroute_redis_replied(rc);
+
+    link = rc->link;
+
+    if (reply == NULL) {
+        return;
+    }
+
+    if (reply->type == REDIS_REPLY_ERROR) {
+        (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
+        ngx_omniroute_redis_log(link, NGX_LOG_ERR, "error reply: %*s",
+                                reply->len, reply->str);
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_NIL
+        && (reply->type != REDIS_REPLY_STRING
+            || reply->len > NGX_OMNIROUTE_REDIS_EPOCH_MAX))
+    {
+        (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
+        return;
+    }
+
+    if (data == &ngx_omniroute_redis_epoch_learning) {
+
+        if (reply->type == REDIS_REPLY_NIL) {
+            link->epoch_known = 0;
+            return;
+        }
+
+        ngx_memcpy(link->epoch, reply->str, reply->len);
+        link->epoch_len = reply->len;
+        link->epoch_known = 1;
+        return;
+    }
+
+    /* a check; a sync started since learns anew */
+
+    if (link->syncing || !link->epoch_known) {
+        return;
+    }
+
+    if (reply->type == REDIS_REPLY_STRING
+        && (size_t) reply->len == link->epoch_len
+        && ngx_memcmp(reply->str, link->epoch, link->epoch_len) == 0)
+    {
+        return;
+    }
+
+    link->epoch_known = 0;
+    link->dirty = 1;
+
+    (void) ngx_atomic_fetch_add(&link->stats->refills, 1);
+
+    ngx_omniroute_redis_log(link, NGX_LOG_WARN,
+                            "the state is gone from Redis (epoch key %s: "
+                            "flushed, restarted or failed over?); "
+                            "republishing",
+                            reply->type == REDIS_REPLY_NIL ? "missing"
+                                                           : "changed");
 }
 
 
