@@ -17,9 +17,9 @@
  * One timer (interval) drives everything: reads the store's event ring
  * (always: while not publishing it only notes settings versions), sends
  * heartbeats, checks timeouts, paces the push of a full sync, starts a
- * resync (also when the epoch key shows Redis lost the state), reconnects.  It is cancelable, so it never delays a graceful
- * shutdown; exit_process flushes what is queued (bounded) and frees both
- * contexts.
+ * resync (also when the epoch key shows Redis lost the state),
+ * reconnects.  It is cancelable, so it never delays a graceful shutdown;
+ * exit_process flushes what is queued (bounded) and frees both contexts.
  */
 
 
