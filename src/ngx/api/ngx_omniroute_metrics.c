@@ -431,7 +431,13 @@ ngx_omniroute_metrics_redis(ngx_omniroute_metrics_buf_t *mb)
           "Local changes lost from the event ring before being sent." },
         { "omniroute_redis_errors_total",
           offsetof(ngx_omniroute_redis_stats_t, errors),
-          "Error replies and undecodable data from Redis." }
+          "Error replies and undecodable data from Redis." },
+        { "omniroute_redis_records_rejected_total",
+          offsetof(ngx_omniroute_redis_stats_t, rejected),
+          "Remote records dropped as invalid (bad ranges or sizes)." },
+        { "omniroute_redis_refills_total",
+          offsetof(ngx_omniroute_redis_stats_t, refills),
+          "Times Redis had lost the state (flush, restart) and was refilled." }
     };
 
     st = ngx_omniroute_redis_stats();
