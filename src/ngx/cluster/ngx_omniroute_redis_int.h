@@ -268,14 +268,14 @@ const char *ngx_omniroute_redis_check(ngx_uint_t table, ngx_str_t *key,
  * Merge a remote value into the store.  Returns NGX_OK when the merged
  * value equals the remote one, NGX_DECLINED when ours knows more (then
  * *merged holds it: write it back), NGX_ABORT when the record fails
- * ngx_omniroute_redis_check() (then it is counted and logged, see
- * ngx_omniroute_redis_reject()), NGX_ERROR on bad data.  *changed tells
- * whether our state changed.
+ * ngx_omniroute_redis_check() (*why names the bad field: the caller counts
+ * and logs it, ngx_omniroute_redis_reject()), NGX_ERROR on bad data.
+ * *changed tells whether our state changed.
  */
 ngx_int_t ngx_omniroute_redis_apply(ngx_omniroute_redis_link_t *link,
     ngx_uint_t table, ngx_str_t *key, u_char *value, size_t size,
     or_msec_t time, u_char *merged, or_msec_t *merged_time,
-    ngx_uint_t *changed);
+    ngx_uint_t *changed, const char **why);
 
 /* the current value of a local record; NGX_DECLINED when there is none */
 ngx_int_t ngx_omniroute_redis_read(ngx_omniroute_redis_link_t *link,

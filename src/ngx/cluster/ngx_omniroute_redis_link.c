@@ -1308,6 +1308,7 @@ ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r, void *data)
     or_msec_t                         time, mtime;
     ngx_str_t                        *k, key;
     ngx_uint_t                        changed;
+    const char                       *why;
     redisReply                       *v;
     ngx_omniroute_redis_link_t       *link;
     ngx_omniroute_redis_seen_t       *s;
@@ -1368,7 +1369,7 @@ ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r, void *data)
         }
 
         rv = ngx_omniroute_redis_apply(link, table, &key, value, size, time,
-                                       link->merged, &mtime, &changed);
+                                       link->merged, &mtime, &changed, &why);
 
         if (rv == NGX_ERROR) {
             (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
@@ -1376,7 +1377,9 @@ ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r, void *data)
         }
 
         if (rv == NGX_ABORT) {
-            continue;           /* rejected: ours is pushed over it */
+            /* rejected: counted, logged; ours is pushed over it */
+            ngx_omniroute_redis_reject(link, table, &key, why);
+            continue;
         }
 
         link->loaded++;
@@ -1593,6 +1596,7 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
     ngx_int_t                         rv;
     or_msec_t                         mtime, lag, now;
     ngx_uint_t                        changed;
+    const char                       *why;
     ngx_omniroute_redis_msg_t         msg;
     ngx_omniroute_redis_main_conf_t  *rmcf;
 
@@ -1643,7 +1647,7 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
 
     rv = ngx_omniroute_redis_apply(link, msg.table, &msg.key, msg.value,
                                    msg.size, msg.time, link->merged, &mtime,
-                                   &changed);
+                                   &changed, &why);
 
     if (rv == NGX_ERROR) {
         (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
@@ -1651,7 +1655,8 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
     }
 
     if (rv == NGX_ABORT) {
-        return;                 /* rejected: counted and logged */
+        ngx_omniroute_redis_reject(link, msg.table, &msg.key, why);
+        return;
     }
 
     link->stats->lag_ms = (ngx_atomic_uint_t) lag;

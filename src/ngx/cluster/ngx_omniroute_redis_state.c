@@ -548,15 +548,16 @@ ngx_omniroute_redis_check_rules(u_char *value, size_t size)
 ngx_int_t
 ngx_omniroute_redis_apply(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
     ngx_str_t *key, u_char *value, size_t size, or_msec_t time,
-    u_char *merged, or_msec_t *merged_time, ngx_uint_t *changed)
+    u_char *merged, or_msec_t *merged_time, ngx_uint_t *changed,
+    const char **why)
 {
     u_char                       *src;
     ngx_int_t                     rc;
     or_msec_t                     local_time;
-    const char                   *why;
     ngx_omniroute_redis_merge_t   m;
 
     *changed = 0;
+    *why = NULL;
     *merged_time = time;
 
     if (!ngx_omniroute_redis_mirrored(table)
@@ -569,10 +570,9 @@ ngx_omniroute_redis_apply(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
     src = (u_char *) ngx_omniroute_redis_src;
     ngx_memcpy(src, value, size);
 
-    why = ngx_omniroute_redis_check(table, key, src, size, time,
-                                    ngx_omniroute_now());
-    if (why) {
-        ngx_omniroute_redis_reject(link, table, key, why);
+    *why = ngx_omniroute_redis_check(table, key, src, size, time,
+                                     ngx_omniroute_now());
+    if (*why) {
         return NGX_ABORT;
     }
 
