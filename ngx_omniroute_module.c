@@ -184,7 +184,11 @@ ngx_omniroute_preconfiguration(ngx_conf_t *cf)
 static ngx_int_t
 ngx_omniroute_postconfiguration(ngx_conf_t *cf)
 {
-    return ngx_omniroute_filter_init(cf);
+    if (ngx_omniroute_filter_init(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    return ngx_omniroute_stats_init(cf);
 }
 
 

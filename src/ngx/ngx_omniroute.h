@@ -14,6 +14,7 @@
 
 #include "or_types.h"
 #include "ngx_omniroute_store.h"
+#include "ngx_omniroute_metrics_zone.h"
 #include "ngx_omniroute_settings.h"
 #include "ngx_omniroute_util.h"
 #include "or_classify.h"
@@ -134,6 +135,7 @@ typedef struct ngx_omniroute_main_conf_s {
     ngx_shm_zone_t               *shm_zone;
     ngx_omniroute_store_t         store;
     ngx_uint_t                    track_inflight;   /* a strategy needs it */
+    ngx_omniroute_mzone_t        *mzone;        /* the metrics zone */
 } ngx_omniroute_main_conf_t;
 
 

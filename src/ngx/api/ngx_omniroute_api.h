@@ -97,6 +97,8 @@ ngx_int_t ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call);
 extern const char  *ngx_omniroute_outcome_names[];
 
 ngx_int_t ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call);
+ngx_atomic_uint_t ngx_omniroute_api_requests(ngx_omniroute_api_call_t *call,
+    ngx_uint_t outcome);
 
 /* status page (ngx_omniroute_status_page.c) */
 ngx_int_t ngx_omniroute_api_status_page(ngx_omniroute_api_call_t *call);

@@ -475,6 +475,7 @@ ngx_omniroute_attempt_done(ngx_http_request_t *sr, void *data, ngx_int_t rc)
     a->done = 1;
 
     ngx_omniroute_release_slot(a);
+    ngx_omniroute_stats_attempt_end(sr, a);
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
                    "omniroute attempt done: rc:%i state:%d status:%ui",
@@ -544,7 +545,7 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
                        "omniroute: \"%V\" failed (%s), falling over",
                        &a->cand->conn->id, or_reason_name(a->verdict.reason));
 
-        ngx_omniroute_count_fallback(r, a->verdict.reason);
+        ngx_omniroute_count_fallback(r, a);
 
         rc = ngx_omniroute_start_attempt(r, ctx);
 
@@ -610,7 +611,7 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
         break;
 
     case NGX_BUSY:
-        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_COOLING_DOWN);
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_TIMEOUT);
         ngx_http_finalize_request(r,
             ngx_omniroute_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
                                      "rate_limit_error", "SEMAPHORE_TIMEOUT",
