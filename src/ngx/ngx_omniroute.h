@@ -146,6 +146,7 @@ typedef struct {
     size_t                        error_body_max;
     ngx_flag_t                    stream_probe;
     ngx_msec_t                    session_affinity;     /* 0: off */
+    ngx_flag_t                    attempt_trail;    /* X-OmniRoute-Trail */
 } ngx_omniroute_loc_conf_t;
 
 

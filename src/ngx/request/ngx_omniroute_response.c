@@ -3,7 +3,8 @@
  * Copyright (C) ngx_omniroute authors
  *
  * All that the client gets: the committed or held attempt's status and
- * headers with X-OmniRoute-Connection and X-OmniRoute-Attempts, the
+ * headers with X-OmniRoute-Connection, X-OmniRoute-Attempts (and
+ * X-OmniRoute-Trail with omniroute_attempt_trail), the
  * restated status and Retry-After of a held error (R-CLASS-1, R-REQ-6),
  * the gateway's own answers (transport failure, everything cooling down,
  * client errors) and nginx's error pages, all in the OpenAI error shape,
@@ -216,6 +217,22 @@ ngx_omniroute_add_route_headers(ngx_http_request_t *r,
     value.len = ngx_sprintf(p, "%ui", ctx->attempts.nelts) - p;
 
     ngx_str_set(&name, "X-OmniRoute-Attempts");
+
+    if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (!ctx->lcf->attempt_trail) {
+        return NGX_OK;
+    }
+
+    /* omniroute_attempt_trail: each attempt, its status, its time */
+
+    if (ngx_omniroute_stats_trail(r, ctx, &value) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ngx_str_set(&name, "X-OmniRoute-Trail");
 
     return ngx_omniroute_add_header(r, &name, &value);
 }
