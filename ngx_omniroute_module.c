@@ -139,6 +139,13 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       offsetof(ngx_omniroute_loc_conf_t, attempt_trail),
       NULL },
 
+    { ngx_string("omniroute_models"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_omniroute_models,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("omniroute_stream_probe"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
       ngx_conf_set_flag_slot,
@@ -191,7 +198,9 @@ ngx_omniroute_preconfiguration(ngx_conf_t *cf)
 static ngx_int_t
 ngx_omniroute_postconfiguration(ngx_conf_t *cf)
 {
-    if (ngx_omniroute_filter_init(cf) != NGX_OK) {
+    if (ngx_omniroute_filter_init(cf) != NGX_OK
+        || ngx_omniroute_models_init(cf) != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
@@ -252,6 +261,7 @@ ngx_omniroute_create_loc_conf(ngx_conf_t *cf)
      *
      *     olcf->pass_uri = { 0, NULL };
      *     olcf->prefix = { 0, NULL };
+     *     olcf->models_pass = { 0, NULL };
      */
 
     olcf->max_attempts = NGX_CONF_UNSET;
@@ -259,6 +269,8 @@ ngx_omniroute_create_loc_conf(ngx_conf_t *cf)
     olcf->stream_probe = NGX_CONF_UNSET;
     olcf->session_affinity = NGX_CONF_UNSET_MSEC;
     olcf->attempt_trail = NGX_CONF_UNSET;
+    olcf->models = NGX_CONF_UNSET_UINT;
+    olcf->models_provider = NGX_CONF_UNSET;
 
     return olcf;
 }
@@ -277,6 +289,10 @@ ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_msec_value(conf->session_affinity, prev->session_affinity,
                               0);
     ngx_conf_merge_value(conf->attempt_trail, prev->attempt_trail, 0);
+
+    if (ngx_omniroute_models_merge(cf, prev, conf) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
 
     if (conf->error_body_max < 1024) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,

@@ -28,6 +28,11 @@
 
 #define NGX_OMNIROUTE_DEFAULT_PASS_URI  "/_omniroute"
 
+/* omniroute_models: GET <location>/models */
+#define NGX_OMNIROUTE_MODELS_OFF   0
+#define NGX_OMNIROUTE_MODELS_ON    1    /* the configured names */
+#define NGX_OMNIROUTE_MODELS_PASS  2    /* one provider's own list */
+
 
 typedef struct {
     ngx_str_t                     name;
@@ -136,6 +141,9 @@ typedef struct ngx_omniroute_main_conf_s {
     ngx_omniroute_store_t         store;
     ngx_uint_t                    track_inflight;   /* a strategy needs it */
     ngx_omniroute_mzone_t        *mzone;        /* the metrics zone */
+    ngx_array_t                   model_ids;    /* ngx_str_t: GET /models */
+    ngx_str_t                     models_json;  /* its answer */
+    time_t                        created;      /* configuration loaded */
 } ngx_omniroute_main_conf_t;
 
 
@@ -147,6 +155,11 @@ typedef struct {
     ngx_flag_t                    stream_probe;
     ngx_msec_t                    session_affinity;     /* 0: off */
     ngx_flag_t                    attempt_trail;    /* X-OmniRoute-Trail */
+    ngx_uint_t                    models;       /* NGX_OMNIROUTE_MODELS_* */
+    ngx_str_t                     models_pass;  /* provider name */
+    ngx_int_t                     models_provider;  /* its index */
+    ngx_str_t                     models_file;  /* where the directive */
+    ngx_uint_t                    models_line;  /* is, for errors */
 } ngx_omniroute_loc_conf_t;
 
 
@@ -160,6 +173,9 @@ char *ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_omniroute_models(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_omniroute_models_merge(ngx_conf_t *cf,
+    ngx_omniroute_loc_conf_t *prev, ngx_omniroute_loc_conf_t *conf);
 char *ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf);
 ngx_int_t ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
     ngx_omniroute_main_conf_t *omcf, ngx_omniroute_target_t *t);

@@ -775,6 +775,90 @@ ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/* omniroute_models on | off | pass=PROVIDER */
+
+char *
+ngx_omniroute_models(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_omniroute_loc_conf_t *olcf = conf;
+
+    ngx_str_t  *value;
+
+    if (olcf->models != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "on") == 0) {
+        olcf->models = NGX_OMNIROUTE_MODELS_ON;
+
+    } else if (ngx_strcmp(value[1].data, "off") == 0) {
+        olcf->models = NGX_OMNIROUTE_MODELS_OFF;
+
+    } else if (ngx_strncmp(value[1].data, "pass=", 5) == 0
+               && value[1].len > 5)
+    {
+        olcf->models = NGX_OMNIROUTE_MODELS_PASS;
+        olcf->models_pass.data = value[1].data + 5;
+        olcf->models_pass.len = value[1].len - 5;
+
+        /* the provider may be declared later: resolved at merge */
+        olcf->models_file = cf->conf_file->file.name;
+        olcf->models_line = cf->conf_file->line;
+
+    } else {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\" of \"omniroute_models\": "
+                           "expected on, off or pass=PROVIDER", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+char *
+ngx_omniroute_models_merge(ngx_conf_t *cf, ngx_omniroute_loc_conf_t *prev,
+    ngx_omniroute_loc_conf_t *conf)
+{
+    ngx_int_t                   pi;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    if (conf->models == NGX_CONF_UNSET_UINT) {
+        conf->models = (prev->models == NGX_CONF_UNSET_UINT)
+                       ? NGX_OMNIROUTE_MODELS_ON : prev->models;
+        conf->models_pass = prev->models_pass;
+        conf->models_provider = prev->models_provider;
+        conf->models_file = prev->models_file;
+        conf->models_line = prev->models_line;
+    }
+
+    if (conf->models != NGX_OMNIROUTE_MODELS_PASS
+        || conf->models_provider != NGX_CONF_UNSET)
+    {
+        return NGX_CONF_OK;
+    }
+
+    omcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_omniroute_module);
+
+    pi = ngx_omniroute_find_provider(omcf, &conf->models_pass);
+
+    if (pi == NGX_ERROR) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                      "invalid value \"pass=%V\" of \"omniroute_models\": "
+                      "no provider \"%V\" is declared in %V:%ui",
+                      &conf->models_pass, &conf->models_pass,
+                      &conf->models_file, conf->models_line);
+        return NGX_CONF_ERROR;
+    }
+
+    conf->models_provider = pi;
+
+    return NGX_CONF_OK;
+}
+
+
 char *
 ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
 {

@@ -136,6 +136,12 @@ typedef struct {
  */
 
 /* request.c: content handler, body, the attempt loop */
+void ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_int_t rc);
+
+/* models.c: GET <location>/models, other methods than POST */
+ngx_int_t ngx_omniroute_models_init(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_models_handler(ngx_http_request_t *r);
 
 /* plan.c: model and routes, eligibility, strategy order, settings */
 ngx_int_t ngx_omniroute_plan_routes(ngx_http_request_t *r,
