@@ -32,10 +32,16 @@ typedef struct {
 
 static char *ngx_omniroute_check_num_bounds(ngx_conf_t *cf, void *post,
     void *data);
+static char *ngx_omniroute_check_size_min(ngx_conf_t *cf, void *post,
+    void *data);
 
 
 static ngx_omniroute_num_bounds_t  ngx_omniroute_attempts_bounds = {
     ngx_omniroute_check_num_bounds, 1, 100
+};
+
+static ngx_conf_post_t  ngx_omniroute_error_body_min = {
+    ngx_omniroute_check_size_min
 };
 
 
@@ -123,7 +129,7 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       ngx_conf_set_size_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_omniroute_loc_conf_t, error_body_max),
-      NULL },
+      &ngx_omniroute_error_body_min },
 
     { ngx_string("omniroute_session_affinity"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -198,7 +204,8 @@ ngx_omniroute_preconfiguration(ngx_conf_t *cf)
 static ngx_int_t
 ngx_omniroute_postconfiguration(ngx_conf_t *cf)
 {
-    if (ngx_omniroute_filter_init(cf) != NGX_OK
+    if (ngx_omniroute_check_conf(cf) != NGX_OK
+        || ngx_omniroute_filter_init(cf) != NGX_OK
         || ngx_omniroute_models_init(cf) != NGX_OK)
     {
         return NGX_ERROR;
@@ -235,6 +242,12 @@ ngx_omniroute_create_main_conf(ngx_conf_t *cf)
            != NGX_OK
         || ngx_array_init(&omcf->rules, cf->pool, 4,
                           sizeof(ngx_omniroute_rule_conf_t))
+           != NGX_OK
+        || ngx_array_init(&omcf->passes, cf->pool, 2,
+                          sizeof(ngx_omniroute_pass_conf_t))
+           != NGX_OK
+        || ngx_array_init(&omcf->json_servers, cf->pool, 2,
+                          sizeof(ngx_http_core_srv_conf_t *))
            != NGX_OK)
     {
         return NULL;
@@ -294,13 +307,6 @@ ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         return NGX_CONF_ERROR;
     }
 
-    if (conf->error_body_max < 1024) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"omniroute_error_body_buffer_size\" must be "
-                           "at least 1k");
-        return NGX_CONF_ERROR;
-    }
-
     return NGX_CONF_OK;
 }
 
@@ -322,6 +328,28 @@ ngx_omniroute_check_num_bounds(ngx_conf_t *cf, void *post, void *data)
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                        "invalid value \"%i\" of \"%V\": must be between %i "
                        "and %i", *np, &value[0], bounds->low, bounds->high);
+
+    return NGX_CONF_ERROR;
+}
+
+
+/* omniroute_error_body_buffer_size: at least 1k, at the directive's line */
+
+static char *
+ngx_omniroute_check_size_min(ngx_conf_t *cf, void *post, void *data)
+{
+    size_t     *sp = data;
+    ngx_str_t  *value;
+
+    if (*sp >= 1024) {
+        return NGX_CONF_OK;
+    }
+
+    value = cf->args->elts;
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\": \"%V\" must be at least 1k",
+                       &value[1], &value[0]);
 
     return NGX_CONF_ERROR;
 }

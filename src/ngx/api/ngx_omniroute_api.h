@@ -34,6 +34,8 @@ typedef struct {
     ngx_uint_t                    token_mode;   /* NGX_OMNIROUTE_API_TOKEN_* */
     u_char                        token_hash[32];   /* SHA-256 */
     size_t                        body_max;
+    ngx_str_t                     file;         /* of omniroute_api */
+    ngx_uint_t                    line;
 } ngx_omniroute_api_loc_conf_t;
 
 

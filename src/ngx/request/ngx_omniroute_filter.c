@@ -84,13 +84,10 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
     ngx_uint_t                 stream, probe;
     ngx_omniroute_ctx_t       *ctx;
     ngx_omniroute_attempt_t   *a;
-    ngx_omniroute_loc_conf_t  *olcf;
 
     if (r == r->main) {
-        olcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
-
         if (r->err_status >= NGX_HTTP_BAD_REQUEST
-            && olcf->pass_uri.len
+            && ngx_omniroute_json_errors(r)
             && ngx_omniroute_json_error_page(r) != NGX_OK)
         {
             return NGX_ERROR;

@@ -208,6 +208,7 @@ ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *message);
+ngx_uint_t ngx_omniroute_json_errors(ngx_http_request_t *r);
 ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
 
 /* stats.c: the counters of the metrics, the attempt trail */
