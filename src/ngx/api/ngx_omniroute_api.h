@@ -102,7 +102,11 @@ ngx_int_t ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call);
 ngx_atomic_uint_t ngx_omniroute_api_requests(ngx_omniroute_api_call_t *call,
     ngx_uint_t outcome);
 
+/* the status page's pictures (ngx_omniroute_api_series.c) */
+ngx_int_t ngx_omniroute_api_timeseries(ngx_omniroute_api_call_t *call);
+
 /* status page (ngx_omniroute_status_page.c) */
+ngx_int_t ngx_omniroute_status_page_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_api_status_page(ngx_omniroute_api_call_t *call);
 
 

@@ -107,7 +107,7 @@ static ngx_command_t  ngx_omniroute_api_commands[] = {
 
 static ngx_http_module_t  ngx_omniroute_api_module_ctx = {
     NULL,                                  /* preconfiguration */
-    NULL,                                  /* postconfiguration */
+    ngx_omniroute_status_page_init,        /* postconfiguration */
 
     NULL,                                  /* create main configuration */
     NULL,                                  /* init main configuration */
@@ -140,6 +140,10 @@ static ngx_omniroute_api_endpoint_t  ngx_omniroute_api_endpoints[] = {
 
     { ngx_string("/api/monitoring/health"), 1,
       ngx_omniroute_api_health, NULL, NULL, NULL,
+      ngx_string("GET, HEAD") },
+
+    { ngx_string("/api/monitoring/timeseries"), 1,
+      ngx_omniroute_api_timeseries, NULL, NULL, NULL,
       ngx_string("GET, HEAD") },
 
     { ngx_string("/api/resilience"), 1,
