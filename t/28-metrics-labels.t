@@ -32,6 +32,7 @@ $t->write_file('key-a1', "sk-a1~status=503\n");
 $t->write_file('key-b1', "sk-b1~usage=100:40:30:20\n");
 $t->write_file('key-g1', "sk-g1~shape=anthropic,usage=20:9:4\n");
 $t->write_file('key-q1', "sk-q1~delay=1200\n");
+$t->write_file('key-s1', "sk-s1~sse=2,gap=50\n");
 
 my $main = "env RATE_LIMIT_MAX_QUEUE_DEPTH;\nenv RATE_LIMIT_MAX_WAIT_MS;";
 
@@ -44,6 +45,7 @@ my $conf = <<'EOF';
     omniroute_provider gamma url=http://127.0.0.1:%%PORT_mock_p%%/gamma
                        auth=x-api-key;
     omniroute_provider queue url=http://127.0.0.1:%%PORT_mock_p%%/queue;
+    omniroute_provider sse url=http://127.0.0.1:%%PORT_mock_p%%/sse;
 
     omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1;
     omniroute_connection b1 provider=beta key_file=%%TESTDIR%%/key-b1
@@ -51,10 +53,12 @@ my $conf = <<'EOF';
     omniroute_connection g1 provider=gamma key_file=%%TESTDIR%%/key-g1;
     omniroute_connection q1 provider=queue key_file=%%TESTDIR%%/key-q1
                          max_concurrent=1;
+    omniroute_connection s1 provider=sse key_file=%%TESTDIR%%/key-s1;
 
     omniroute_model claude gamma/claude-x;
     omniroute_combo smart alpha/m1 beta/m2;
     omniroute_combo slow queue/m;
+    omniroute_combo streamy sse/m beta/m;
     %%EXTRA%%
 
     server {
@@ -124,6 +128,12 @@ is($r->{status}, 404, 'an unknown model');
 $r = $t->post($gw, '/v1/chat/completions', { model => 'beta/stream',
                                               stream => JSON::PP::true });
 
+# a stream the first-event probe holds (another attempt is possible)
+$r = $t->post($gw, '/v1/chat/completions', { model => 'streamy',
+                                              stream => JSON::PP::true });
+is($r->{status}, 200, 'a probed stream');
+like($r->{body}, qr/data: \[DONE\]/, 'streamed whole');
+
 # the queue: one in its slot, one waiting past its budget, one refused
 my @q = ($t->start_post($gw, '/v1/chat/completions', { model => 'slow' }));
 sleep(0.2);
@@ -155,7 +165,7 @@ is($s->{'omniroute_requests_total{outcome="queue_full"}'}, 1,
    'and in the totals');
 is($s->{'omniroute_requests_total{outcome="cooling_down"}'}, 0,
    'no longer counted as cooling_down');
-is($s->{'omniroute_requests_total{outcome="success"}'}, 6,
+is($s->{'omniroute_requests_total{outcome="success"}'}, 7,
    'the totals are the sum over the models');
 
 is($s->{'omniroute_connection_attempts_total{connection="a1",model="smart",provider="alpha",reason="server_error"}'},
@@ -182,6 +192,11 @@ cmp_ok($s->{'omniroute_request_duration_seconds_sum{model="slow"}'}, '>', 1,
 cmp_ok($s->{'omniroute_attempt_duration_seconds_bucket{connection="q1",le="1",provider="queue"}'},
        '<', $s->{'omniroute_attempt_duration_seconds_bucket{connection="q1",le="2.5",provider="queue"}'},
        'q1\'s 1.2 s attempt is in the 2.5 s bucket, not the 1 s one');
+
+is($s->{'omniroute_stream_first_content_seconds_count{connection="s1",provider="sse"}'},
+   1, 's1\'s first content event timed');
+ok(!grep({ /omniroute_tokens_total\{connection="s1"/ } keys %$s),
+   'a streamed answer gives no token counts (not read yet)');
 
 # tokens: what the mock reported
 is($s->{'omniroute_tokens_total{connection="b1",model="smart",provider="beta",type="prompt"}'},
