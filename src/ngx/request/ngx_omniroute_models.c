@@ -224,6 +224,27 @@ ngx_omniroute_models_tail(ngx_http_request_t *r,
 }
 
 
+/*
+ * The content handler of omniroute_pass: a POST goes to the gateway
+ * (request.c); GET and HEAD of .../models are answered here; anything else
+ * is 405 with Allow.
+ */
+
+ngx_int_t
+ngx_omniroute_handler(ngx_http_request_t *r)
+{
+    if (r != r->main) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (r->method == NGX_HTTP_POST) {
+        return ngx_omniroute_post_handler(r);
+    }
+
+    return ngx_omniroute_models_handler(r);
+}
+
+
 ngx_int_t
 ngx_omniroute_models_handler(ngx_http_request_t *r)
 {

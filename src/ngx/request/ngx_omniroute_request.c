@@ -33,20 +33,13 @@ static void ngx_omniroute_parent_handler(ngx_http_request_t *r);
 static void ngx_omniroute_queue_retry(ngx_event_t *ev);
 
 
+/* a POST to omniroute_pass (ngx_omniroute_handler() in models.c) */
+
 ngx_int_t
-ngx_omniroute_handler(ngx_http_request_t *r)
+ngx_omniroute_post_handler(ngx_http_request_t *r)
 {
     ngx_int_t             rc;
     ngx_omniroute_ctx_t  *ctx;
-
-    if (r != r->main) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    if (r->method != NGX_HTTP_POST) {
-        /* GET .../models (models.c), else 405 with Allow */
-        return ngx_omniroute_models_handler(r);
-    }
 
     ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
     if (ctx == NULL) {

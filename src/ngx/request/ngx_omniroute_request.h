@@ -142,6 +142,7 @@ void ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 /* models.c: GET <location>/models, other methods than POST */
 ngx_int_t ngx_omniroute_models_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_models_handler(ngx_http_request_t *r);
+ngx_int_t ngx_omniroute_post_handler(ngx_http_request_t *r);
 
 /* plan.c: model and routes, eligibility, strategy order, settings */
 ngx_int_t ngx_omniroute_plan_routes(ngx_http_request_t *r,
