@@ -966,7 +966,7 @@ test_decode(void)
     or_oprule_t      rule;
     or_class_conf_t  conf;
 
-    n = or_classify_unescape("a\\u00e9\\ud83d\\ude00\\u0022\\n", 31, out,
+    n = or_classify_unescape("a\\u00e9\\ud83d\\ude00\\u0022\\n", 27, out,
                              sizeof(out));
     out[n] = '\0';
     or_is_str(out, "a\xc3\xa9\xf0\x9f\x98\x80\\u0022\\n",
@@ -980,7 +980,7 @@ test_decode(void)
     or_is_int(n, 3, "the output bound is kept (no partial character)");
 
     or_ok(or_classify_quota_text("{\"message\":\"\\u989d\\u5ea6\\u4e0d"
-                                 "\\u8db3\"}", 37),
+                                 "\\u8db3\"}", 38),
           "escaped quota text is quota text");
     or_ok(!or_classify_quota_text("{\"message\":\"busy\"}", 18),
           "other text is not");
