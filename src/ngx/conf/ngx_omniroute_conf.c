@@ -24,6 +24,8 @@ static ngx_int_t ngx_omniroute_parse_auth(ngx_conf_t *cf,
     ngx_omniroute_provider_t *p, ngx_str_t *value);
 static ngx_int_t ngx_omniroute_parse_header(ngx_conf_t *cf,
     ngx_omniroute_provider_t *p, ngx_str_t *value);
+static ngx_int_t ngx_omniroute_stream_setting(ngx_conf_t *cf,
+    ngx_omniroute_provider_t *p, ngx_str_t *arg);
 static ngx_int_t ngx_omniroute_valid_name(ngx_str_t *name);
 static ngx_int_t ngx_omniroute_valid_token(ngx_str_t *name);
 static ngx_int_t ngx_omniroute_valid_model(ngx_str_t *name);
@@ -148,6 +150,7 @@ ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     or_breaker_conf_init(&p->settings.breaker);
     or_cooldown_conf_init(&p->settings.cooldown);
     or_lockout_conf_init(&p->settings.lockout);
+    or_stream_conf_init(&p->settings.stream);
     p->auth = NGX_OMNIROUTE_AUTH_BEARER;
     ngx_str_set(&p->auth_header, "Authorization");
 
@@ -228,7 +231,11 @@ ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
-        rc = ngx_omniroute_provider_setting(cf, p, &value[i]);
+        rc = ngx_omniroute_stream_setting(cf, p, &value[i]);
+
+        if (rc == NGX_DECLINED) {
+            rc = ngx_omniroute_provider_setting(cf, p, &value[i]);
+        }
 
         if (rc == NGX_OK) {
             continue;
@@ -373,6 +380,121 @@ ngx_omniroute_parse_auth(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
                        "invalid auth \"%V\" of provider \"%V\": expected "
                        "bearer, x-api-key, header:NAME or none",
                        value, &p->name);
+    return NGX_ERROR;
+}
+
+
+/*
+ * The watch over streams (R-STREAM-2, R-STREAM-3): stream_watchdog=on|off,
+ * stream_stall=TIME, stream_warmup=TIME, stream_window=TIME,
+ * stream_min_rate=N (bytes/s), stream_min_bytes=N, stream_first_content=
+ * TIME|off.  NGX_DECLINED: not one of them.
+ */
+
+static ngx_int_t
+ngx_omniroute_stream_setting(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
+    ngx_str_t *arg)
+{
+    u_char            *eq;
+    ngx_int_t          n;
+    ngx_str_t          name, val;
+    ngx_msec_t         ms;
+    or_stream_conf_t  *sc;
+
+    if (arg->len < 7 || ngx_strncmp(arg->data, "stream_", 7) != 0) {
+        return NGX_DECLINED;
+    }
+
+    eq = ngx_strlchr(arg->data, arg->data + arg->len, '=');
+    if (eq == NULL) {
+        return NGX_DECLINED;
+    }
+
+    name.data = arg->data;
+    name.len = eq - arg->data;
+    val.data = eq + 1;
+    val.len = arg->data + arg->len - val.data;
+
+    sc = &p->settings.stream;
+
+#define ngx_omniroute_is(s)                                                  \
+    (name.len == sizeof(s) - 1 && ngx_strncmp(name.data, s, name.len) == 0)
+
+    if (ngx_omniroute_is("stream_watchdog")) {
+        if (val.len == 2 && ngx_strncmp(val.data, "on", 2) == 0) {
+            sc->watchdog = 1;
+
+        } else if (val.len == 3 && ngx_strncmp(val.data, "off", 3) == 0) {
+            sc->watchdog = 0;
+
+        } else {
+            goto invalid;
+        }
+
+        return NGX_OK;
+    }
+
+    if (ngx_omniroute_is("stream_min_rate")
+        || ngx_omniroute_is("stream_min_bytes"))
+    {
+        n = ngx_atoi(val.data, val.len);
+        if (n == NGX_ERROR || n > 100000000) {
+            goto invalid;
+        }
+
+        if (ngx_omniroute_is("stream_min_rate")) {
+            sc->min_rate = (int32_t) n;
+
+        } else {
+            sc->min_bytes = (int32_t) n;
+        }
+
+        return NGX_OK;
+    }
+
+    if (ngx_omniroute_is("stream_first_content")
+        && val.len == 3 && ngx_strncmp(val.data, "off", 3) == 0)
+    {
+        sc->first_content_ms = OR_MSEC_NONE;
+        return NGX_OK;
+    }
+
+    ms = ngx_parse_time(&val, 0);
+
+    if (ms == (ngx_msec_t) NGX_ERROR || ms > (ngx_msec_t) OR_WATCH_MAX_MS) {
+        goto invalid;
+    }
+
+    if (ngx_omniroute_is("stream_stall")) {
+        sc->stall_ms = (or_msec_t) ms;
+
+    } else if (ngx_omniroute_is("stream_warmup")) {
+        sc->warmup_ms = (or_msec_t) ms;
+
+    } else if (ngx_omniroute_is("stream_window")) {
+        if (ms < 1000) {
+            goto invalid;
+        }
+
+        sc->window_ms = (or_msec_t) ms;
+
+    } else if (ngx_omniroute_is("stream_first_content")) {
+        sc->first_content_ms = ms ? (or_msec_t) ms : OR_MSEC_NONE;
+
+    } else {
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+
+#undef ngx_omniroute_is
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\" of \"%V\" of provider \"%V\"",
+                       &val, &name, &p->name);
+
     return NGX_ERROR;
 }
 

@@ -161,6 +161,29 @@ ngx_omniroute_setting_desc_t  ngx_omniroute_provider_settings[] = {
       ngx_omniroute_sfield(lockout, window_ms),
       NGX_OMNIROUTE_SF_MSEC, 0, OR_LOCKOUT_MAX_MS },
 
+    /* 28 .. 34: the watch over streams (R-STREAM-2, R-STREAM-3) */
+    { "stream", "throughput_watchdog",
+      ngx_omniroute_sfield(stream, watchdog),
+      NGX_OMNIROUTE_SF_BOOL, 0, 1 },
+    { "stream", "stall_timeout_ms",
+      ngx_omniroute_sfield(stream, stall_ms),
+      NGX_OMNIROUTE_SF_MSEC, 0, OR_WATCH_MAX_MS },
+    { "stream", "watchdog_warmup_ms",
+      ngx_omniroute_sfield(stream, warmup_ms),
+      NGX_OMNIROUTE_SF_MSEC, 0, OR_WATCH_MAX_MS },
+    { "stream", "watchdog_window_ms",
+      ngx_omniroute_sfield(stream, window_ms),
+      NGX_OMNIROUTE_SF_MSEC, 1000, OR_WATCH_MAX_MS },
+    { "stream", "watchdog_min_rate",
+      ngx_omniroute_sfield(stream, min_rate),
+      NGX_OMNIROUTE_SF_INT, 0, 1000000 },
+    { "stream", "watchdog_min_bytes",
+      ngx_omniroute_sfield(stream, min_bytes),
+      NGX_OMNIROUTE_SF_INT, 0, 100000000 },
+    { "stream", "first_content_timeout_ms",
+      ngx_omniroute_sfield(stream, first_content_ms),
+      NGX_OMNIROUTE_SF_MSEC_OPT, 1, OR_WATCH_MAX_MS },
+
     { NULL, NULL, 0, 0, 0, 0 }
 };
 
@@ -320,6 +343,7 @@ ngx_omniroute_settings_fill(or_kind_e kind, ngx_omniroute_settings_t *s)
     or_breaker_conf_fill(&s->breaker, kind);
     or_cooldown_conf_fill(&s->cooldown, kind);
     or_lockout_conf_fill(&s->lockout);
+    or_stream_conf_fill(&s->stream);
 
     err = or_breaker_conf_check(&s->breaker);
     if (err == NULL) {
@@ -328,6 +352,10 @@ ngx_omniroute_settings_fill(or_kind_e kind, ngx_omniroute_settings_t *s)
 
     if (err == NULL) {
         err = or_lockout_conf_check(&s->lockout);
+    }
+
+    if (err == NULL) {
+        err = or_stream_conf_check(&s->stream);
     }
 
     return err;
