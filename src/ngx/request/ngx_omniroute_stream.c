@@ -735,7 +735,7 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
         /* held as long as allowed: committed as it is */
 
         ngx_log_error(NGX_LOG_INFO, c->log, 0,
-                      "omniroute: no content from \"%V\" within %M, the "
+                      "omniroute: no content from \"%V\" within %Mms, the "
                       "stream is committed", &a->cand->conn->id,
                       ctx->lcf->stream_probe_timeout);
 
@@ -1010,7 +1010,7 @@ ngx_omniroute_stream_early_header(ngx_omniroute_ctx_t *ctx)
     }
 
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                  "omniroute: no content after %M, the client's stream "
+                  "omniroute: no content after %Mms, the client's stream "
                   "starts with keep-alives", ctx->lcf->stream_keepalive);
 
     ctx->early = 1;
