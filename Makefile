@@ -2,6 +2,7 @@
 #
 #   make deps    install the Debian packages to build and run (idempotent)
 #   make test-deps  ... and those the tests, benchmarks and fuzzing need
+#                (with the OpenAI and Anthropic npm SDKs of t/sdk: sdk-deps)
 #   make         build build/nginx/ngx_http_omniroute_module.so
 #   make test    unit tests (plain and ASan/UBSan) + integration tests (prove)
 #   make demo    start nginx in the foreground on 127.0.0.1:8080 (demo config)
@@ -36,7 +37,10 @@ ASAN_FLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer \
 FUZZ_SECONDS ?= 60
 PROVE_ARGS  ?=
 
-.PHONY: all build deps test-deps unit test itest demo bench fuzz clean
+NPM_DIR    := $(BUILD)/npm
+
+.PHONY: all build deps test-deps sdk-deps unit test itest demo bench fuzz \
+        clean
 
 all: build
 
@@ -47,6 +51,18 @@ deps:
 
 test-deps:
 	@$(MAKE) -s install-pkgs PKGS="$(DEB_PKGS) $(TEST_PKGS)"
+	@$(MAKE) -s sdk-deps
+
+# the real SDKs t/31-stream-sdk.t drives (versions pinned in t/sdk)
+sdk-deps: $(NPM_DIR)/.installed
+
+$(NPM_DIR)/.installed: t/sdk/package.json t/sdk/package-lock.json
+	@command -v npm >/dev/null 2>&1 \
+	    || $(MAKE) -s install-pkgs PKGS="nodejs npm"
+	mkdir -p $(NPM_DIR)
+	cp t/sdk/package.json t/sdk/package-lock.json $(NPM_DIR)/
+	cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 install-pkgs:
 	@missing=""; for p in $(PKGS); do \
