@@ -729,7 +729,7 @@ or_sj_decode(const char *p, const char *e, char *out, size_t size)
                 break;
             }
 
-            *o++ = c;
+            *o++ = ((unsigned char) c < 0x20 || c == 0x7f) ? ' ' : c;
             continue;
         }
 
