@@ -42,6 +42,8 @@ package MockProvider;
 #   sse=N with cut=K / rst=K   end (FIN / RST) after K events, no [DONE]
 #   cutbody=N          (a 200 JSON answer) send its Content-Length but only
 #                      N bytes of the body, then close (rst=1: reset)
+#   ifmodel=NAME       the rest applies to requests for model NAME only;
+#                      others get "ok"
 
 use strict;
 use warnings;
@@ -220,6 +222,12 @@ sub respond {
     for (split /,/, $b) {
         my ($k, $v) = split /=/, $_, 2;
         $o{$k} = $v // 1;
+    }
+
+    # ifmodel=NAME: the behavior is for that model only, others get "ok"
+    if (defined $o{ifmodel}) {
+        my $want = eval { decode_json($req->{body})->{model} } // '';
+        %o = () if $want ne $o{ifmodel};
     }
 
     sleep($o{delay} / 1000) if $o{delay};
