@@ -41,6 +41,7 @@ my %keys = (
     'c-rto'   => 'fixture=openai-chat,stall=3',
     'j-cut'   => 'ok,cutbody=20',
     'j-rst'   => 'ok,cutbody=20,rst=1',
+    'j-chk'   => 'ok,cutbody=20,chunked=1',
     'spare'   => 'fixture=openai-chat',
 );
 
@@ -233,6 +234,17 @@ for my $id ('j-cut', 'j-rst') {
        "$id: fewer bytes than its Content-Length");
     cmp_ok($took, '<', 3,
            "issue 11: $id: the client connection closed, no hang");
+}
+
+# a chunked plain response without its last chunk: closed, not completed
+
+{
+    my $t0 = time;
+    $r = $t->post($gw, '/v1/chat/completions', { model => 'x-j-chk' });
+    is($r->{status}, 200, 'a chunked body cut: the header was committed');
+    unlike($r->{raw}, qr/\r\n0\r\n\r\n\z/,
+           'issue 11: no terminating chunk: the client sees the cut');
+    cmp_ok(time - $t0, '<', 3, 'and the connection closed at once');
 }
 
 $t->done;

@@ -41,7 +41,8 @@ package MockProvider;
 #                      peer closes (30 s max)
 #   sse=N with cut=K / rst=K   end (FIN / RST) after K events, no [DONE]
 #   cutbody=N          (a 200 JSON answer) send its Content-Length but only
-#                      N bytes of the body, then close (rst=1: reset)
+#                      N bytes of the body, then close (rst=1: reset;
+#                      chunked=1: a chunked body without its last chunk)
 #   ifmodel=NAME       the rest applies to requests for model NAME only;
 #                      others get "ok"
 
@@ -311,6 +312,17 @@ sub respond {
         . "Content-Length: " . length($body) . "\r\n"
         . "X-Mock-Provider: $self->{name}\r\n";
     $resp .= "Retry-After: $o{retry}\r\n" if $o{retry};
+
+    if (defined $o{cutbody} && $o{chunked}) {
+        # a chunked body without its last chunk
+        my $part = substr($body, 0, $o{cutbody});
+        syswrite($c, "HTTP/1.1 $status Mock\r\nContent-Type: $ctype\r\n"
+                     . "Transfer-Encoding: chunked\r\n\r\n"
+                     . sprintf("%x\r\n%s\r\n", length $part, $part));
+        sleep(0.1);
+        if ($o{rst}) { rst($c) } else { close $c }
+        return 0;
+    }
 
     if (defined $o{cutbody}) {
         # the promised length, not the bytes

@@ -56,6 +56,8 @@ static ngx_int_t ngx_omniroute_stream_flush(ngx_http_request_t *sr,
     ngx_chain_t ***ll);
 static ngx_int_t ngx_omniroute_stream_send(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_chain_t *out);
+static void ngx_omniroute_upstream_watch(ngx_http_request_t *sr,
+    ngx_omniroute_attempt_t *a);
 static void ngx_omniroute_upstream_finalize(ngx_http_request_t *r,
     ngx_int_t rc);
 static ngx_int_t ngx_omniroute_stream_event_out(ngx_http_request_t *r,
@@ -180,16 +182,26 @@ ngx_omniroute_stream_header(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     or_watch_header(&ctx->watch, ngx_omniroute_now());
 
+    ngx_omniroute_upstream_watch(sr, a);
+
+    ngx_omniroute_stream_arm(ctx);
+
+    return NGX_OK;
+}
+
+
+/* the upstream module's final rc of the attempt will be known */
+
+static void
+ngx_omniroute_upstream_watch(ngx_http_request_t *sr,
+    ngx_omniroute_attempt_t *a)
+{
     if (sr->upstream && sr->upstream->finalize_request
         && sr->upstream->finalize_request != ngx_omniroute_upstream_finalize)
     {
         a->upstream_finalize = sr->upstream->finalize_request;
         sr->upstream->finalize_request = ngx_omniroute_upstream_finalize;
     }
-
-    ngx_omniroute_stream_arm(ctx);
-
-    return NGX_OK;
 }
 
 
@@ -245,6 +257,9 @@ ngx_omniroute_commit(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     mr = sr->main;
 
     a->state = NGX_OMNIROUTE_ATTEMPT_COMMITTED;
+
+    /* how it ends tells a cut response (R-STREAM-4) */
+    ngx_omniroute_upstream_watch(sr, a);
 
     if (!a->stream) {
         a->recorded = 1;
