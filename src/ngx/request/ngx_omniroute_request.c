@@ -565,7 +565,6 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
 
     /* a held error or a transport failure: classify and record it once */
 
-    a->recorded = 1;
     ngx_omniroute_classify(r, a);
     ngx_omniroute_record_failure(r, a);
 

@@ -113,7 +113,6 @@ typedef struct {
     unsigned                      rc_seen:1;
     unsigned                      stop:1;       /* its upstream is to end
                                                    now (an error event) */
-    unsigned                      recorded:1;   /* outcome written */
 } ngx_omniroute_attempt_t;
 
 

@@ -262,7 +262,6 @@ ngx_omniroute_commit(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_upstream_watch(sr, a);
 
     if (!a->stream) {
-        a->recorded = 1;
         ngx_omniroute_record_success(mr, a);
         ngx_omniroute_count(mr, NGX_OMNIROUTE_OUT_SUCCESS);
     }
@@ -764,7 +763,8 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
         ll = &out;
 
         if (ngx_omniroute_stream_flush(a->sr, ctx, a, 0, &ll) != NGX_OK
-            || (out && ngx_omniroute_stream_send(a->sr, ctx, out) == NGX_ERROR))
+            || (out
+                && ngx_omniroute_stream_send(a->sr, ctx, out) == NGX_ERROR))
         {
             ngx_http_finalize_request(r, NGX_ERROR);
             ngx_http_run_posted_requests(c);
@@ -1106,7 +1106,6 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
                    || (fmt == OR_SSE_FMT_CHAT && ctx->sse->finished));
 
     if (complete && !a->error_event) {
-        a->recorded = 1;
         ngx_omniroute_record_success(r, a);
         ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_SUCCESS);
 
@@ -1116,7 +1115,6 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     if (complete) {
         /* the provider's own error event went out: it ends the stream */
 
-        a->recorded = 1;
         ngx_omniroute_classify(r, a);
         ngx_omniroute_record_failure(r, a);
         ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
@@ -1156,7 +1154,6 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
                   "upstream rc %i), the client gets an error event",
                   msg, &a->cand->conn->id, a->upstream_rc);
 
-    a->recorded = 1;
     ngx_omniroute_classify(r, a);
     ngx_omniroute_record_failure(r, a);
     ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
