@@ -29,6 +29,7 @@ $ENV{OMNI_TEST_API_TOKEN} = $TOKEN;
 
 my %keys = (
     'c-rst'   => 'fixture=openai-chat,rst=3',
+    'c-err'   => 'fixture=openai-chat-error-after-content,stall=3',
     'c-fin'   => 'fixture=openai-chat,cut=3,chunked=0',
     'c-chk'   => 'fixture=openai-chat,cut=3',
     'c-half'  => 'fixture=openai-chat,half=3',
@@ -146,6 +147,18 @@ like($r->{body}, $chat_error,
 unlike($r->{body}, qr/\[DONE\]/, 'and no [DONE]: an SDK raises');
 is(conn_state('c-rst')->{last_error_type}, 'transport',
    'R-STREAM-4 recorded as the connection\'s transport failure');
+
+# the provider's own error event after content: passed on, and the stream
+# ends at once (the provider keeps its connection open)
+
+$r = stream('c-err');
+is($r->{body}, events('openai-chat-error-after-content', 3),
+   'issue 11: an error event after content goes to the client as it is');
+cmp_ok($r->{total_time}, '<', 2.5,
+       'issue 11: and ends the stream when it arrives (proxy_read_timeout '
+       . '10s)');
+is(conn_state('c-err')->{last_error_type}, 'server_error',
+   'recorded as the error it stands for');
 
 # an end without [DONE]: a clean close, a chunked stream without its last
 # chunk

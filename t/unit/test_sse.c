@@ -36,6 +36,8 @@ static const fixture_t  fixtures[] = {
     { "openai-chat-error-after-role.sse", "ME", OR_SSE_FMT_CHAT, -1, 500,
       0 },
     { "openai-chat-reasoning.sse", "HMRHRTMD", OR_SSE_FMT_CHAT, 2, 0, 5 },
+    { "openai-chat-error-after-content.sse", "MTE", OR_SSE_FMT_CHAT, 1, 500,
+      5 },
     { "openai-responses.sse", "MMMRMMMTTMD", OR_SSE_FMT_RESPONSES, 3, 0, 8 },
     { "openai-responses-error-event.sse", "MME", OR_SSE_FMT_RESPONSES, -1,
       429, 0 },

@@ -416,11 +416,17 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     *ll = special;
 
-    if (out == NULL) {
-        return NGX_OK;
+    rc = (out == NULL) ? NGX_OK : ngx_omniroute_stream_send(sr, ctx, out);
+
+    if (a->error_event && !last) {
+        /*
+         * The provider's error event went to the client (the SDK raises
+         * on it): the stream is over, whether or not the provider closes.
+         */
+        ngx_omniroute_stream_stop(ctx, a);
     }
 
-    return ngx_omniroute_stream_send(sr, ctx, out);
+    return rc;
 }
 
 
@@ -1102,22 +1108,25 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     complete = !a->stall
                && (!a->rc_seen || a->upstream_rc == NGX_OK)
-               && (a->terminal || a->error_event || fmt == OR_SSE_FMT_UNKNOWN
+               && (a->terminal || fmt == OR_SSE_FMT_UNKNOWN
                    || (fmt == OR_SSE_FMT_CHAT && ctx->sse->finished));
 
-    if (complete && !a->error_event) {
-        ngx_omniroute_record_success(r, a);
-        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_SUCCESS);
+    if (a->error_event && !a->stall) {
+        /*
+         * The provider's own error event went out: it ends the stream (its
+         * upstream was closed after it).
+         */
+
+        ngx_omniroute_classify(r, a);
+        ngx_omniroute_record_failure(r, a);
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
 
         return ngx_http_send_special(r, NGX_HTTP_LAST);
     }
 
     if (complete) {
-        /* the provider's own error event went out: it ends the stream */
-
-        ngx_omniroute_classify(r, a);
-        ngx_omniroute_record_failure(r, a);
-        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
+        ngx_omniroute_record_success(r, a);
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_SUCCESS);
 
         return ngx_http_send_special(r, NGX_HTTP_LAST);
     }
