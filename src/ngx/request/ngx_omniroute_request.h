@@ -179,6 +179,27 @@ typedef struct {
 
 /* request.c: content handler, body, the attempt loop */
 
+/* stream.c: streamed responses: commit point, keep-alives, the watch,
+ * in-band errors, the end of a stream */
+void ngx_omniroute_stream_filters(ngx_http_output_header_filter_pt header,
+    ngx_http_output_body_filter_pt body);
+ngx_int_t ngx_omniroute_stream_init(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_stream_attempt(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_stream_header(ngx_http_request_t *sr,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_stream_body(ngx_http_request_t *sr,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, ngx_chain_t *in);
+ngx_int_t ngx_omniroute_commit(ngx_http_request_t *sr,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_stream_end(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_stream_fail(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+void ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a, ngx_int_t rc);
+
 /* plan.c: model and routes, eligibility, strategy order, settings */
 ngx_int_t ngx_omniroute_plan_routes(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
@@ -245,27 +266,6 @@ ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
 ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *message);
 ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
-
-/* stream.c: streamed responses: commit point, keep-alives, the watch,
- * in-band errors, the end of a stream */
-void ngx_omniroute_stream_filters(ngx_http_output_header_filter_pt header,
-    ngx_http_output_body_filter_pt body);
-ngx_int_t ngx_omniroute_stream_init(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
-void ngx_omniroute_stream_attempt(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
-ngx_int_t ngx_omniroute_stream_header(ngx_http_request_t *sr,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
-ngx_int_t ngx_omniroute_stream_body(ngx_http_request_t *sr,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, ngx_chain_t *in);
-ngx_int_t ngx_omniroute_commit(ngx_http_request_t *sr,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
-ngx_int_t ngx_omniroute_stream_end(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
-ngx_int_t ngx_omniroute_stream_fail(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
-void ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_attempt_t *a, ngx_int_t rc);
 
 /* stats.c: the counters of the metrics */
 void ngx_omniroute_count(ngx_http_request_t *r, ngx_uint_t outcome);
