@@ -203,7 +203,8 @@ or_wait_resend(const or_wait_timeout_t *t)
 
 
 int
-or_queue_enter(or_queue_t *q, uint64_t epoch, uint64_t *ticket)
+or_queue_enter(or_queue_t *q, uint64_t epoch, or_msec_t now,
+    uint64_t *ticket)
 {
     uint64_t  t;
 
@@ -214,6 +215,10 @@ or_queue_enter(or_queue_t *q, uint64_t epoch, uint64_t *ticket)
 
     if (q->tail - q->head >= OR_QUEUE_RING) {
         return -1;
+    }
+
+    if (q->head == q->tail) {
+        q->head_at = now;
     }
 
     t = q->tail++;
@@ -227,7 +232,8 @@ or_queue_enter(or_queue_t *q, uint64_t epoch, uint64_t *ticket)
 
 
 int
-or_queue_leave(or_queue_t *q, uint64_t epoch, uint64_t ticket)
+or_queue_leave(or_queue_t *q, uint64_t epoch, uint64_t ticket,
+    or_msec_t now)
 {
     uint64_t  t;
 
@@ -243,12 +249,32 @@ or_queue_leave(or_queue_t *q, uint64_t epoch, uint64_t ticket)
         q->waiting--;
     }
 
+    if (ticket == q->head) {
+        q->head_at = now;
+    }
+
     while (q->head < q->tail && or_queue_bit(q, q->head)) {
         t = q->head++;
         q->left[(t % OR_QUEUE_RING) / 8] &= (uint8_t) ~(1u << (t % 8));
     }
 
     return q->waiting == 0;
+}
+
+
+unsigned
+or_queue_expire(or_queue_t *q, or_msec_t now, or_msec_t max_age)
+{
+    unsigned  n;
+
+    n = 0;
+
+    while (q->waiting && q->head < q->tail && now - q->head_at > max_age) {
+        (void) or_queue_leave(q, q->epoch, q->head, now);
+        n++;
+    }
+
+    return n;
 }
 
 
@@ -285,7 +311,7 @@ or_queue_poll_ms(uint64_t rank, uint64_t free)
 {
     uint64_t  behind;
 
-    if (rank < free) {
+    if (rank < free || rank == 0) {
         return 0;
     }
 

@@ -64,10 +64,15 @@
  *    dropped; a recreated queue has another epoch, and a ticket of an
  *    older epoch is not in it.
  *
- *    or_queue_poll_ms(rank, free): 0 when rank < free (try now); else
- *    OR_QUEUE_POLL_MIN_MS x (1 + rank - free), at most
- *    OR_QUEUE_POLL_MAX_MS: the head checks often, waiters far behind
- *    rarely (no polling storm).
+ *    A waiter whose process died never leaves: or_queue_expire() passes
+ *    a head that has been the head longer than max_age (longer than any
+ *    waiter may wait) as if it had left.
+ *
+ *    or_queue_poll_ms(rank, free): 0 when rank < free or rank == 0 (try
+ *    now: the head always may, as a slot may be free on a connection the
+ *    estimate does not count); else OR_QUEUE_POLL_MIN_MS x (1 + rank -
+ *    free), at most OR_QUEUE_POLL_MAX_MS: the head checks often, waiters
+ *    far behind rarely (no polling storm).
  *
  * 4. Time limits (R-CONC-2, R-REQ-4): or_wait_attempt_limit() is how long
  *    an attempt may run before the provider's response header (the
@@ -133,6 +138,7 @@ typedef struct {
     uint64_t          epoch;            /* nonzero once created */
     uint64_t          head;             /* oldest ticket that may wait */
     uint64_t          tail;             /* the next ticket */
+    or_msec_t         head_at;          /* since when it is the head */
     uint32_t          waiting;          /* tickets taken, not left */
     uint32_t          reserved;
     uint8_t           left[OR_QUEUE_RING / 8];  /* bit t % RING: ticket
@@ -151,8 +157,11 @@ or_msec_t or_wait_attempt_limit(or_msec_t execution_ms,
     or_msec_t request_left_ms, int *budget);
 int or_wait_resend(const or_wait_timeout_t *t);
 
-int or_queue_enter(or_queue_t *q, uint64_t epoch, uint64_t *ticket);
-int or_queue_leave(or_queue_t *q, uint64_t epoch, uint64_t ticket);
+int or_queue_enter(or_queue_t *q, uint64_t epoch, or_msec_t now,
+    uint64_t *ticket);
+int or_queue_leave(or_queue_t *q, uint64_t epoch, uint64_t ticket,
+    or_msec_t now);
+unsigned or_queue_expire(or_queue_t *q, or_msec_t now, or_msec_t max_age);
 uint64_t or_queue_rank(const or_queue_t *q, uint64_t epoch,
     uint64_t ticket);
 uint64_t or_queue_length(const or_queue_t *q);

@@ -321,14 +321,14 @@ test_queue(void)
     for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
         if (steps[i].op == 'e') {
             entered++;
-            rc = or_queue_enter(&q, 77, &tickets[steps[i].k]);
+            rc = or_queue_enter(&q, 77, T0 + (or_msec_t) i, &tickets[steps[i].k]);
             or_is_int(rc, 0, "queue step %zu: ticket %d taken", i,
                       steps[i].k);
             or_is_int(tickets[steps[i].k], steps[i].k,
                       "queue step %zu: tickets in arrival order", i);
 
         } else {
-            rc = or_queue_leave(&q, 77, tickets[steps[i].k]);
+            rc = or_queue_leave(&q, 77, tickets[steps[i].k], T0 + (or_msec_t) i);
             or_is_int(rc, steps[i].rc, "queue step %zu: ticket %d left, "
                       "idle %d", i, steps[i].k, steps[i].rc);
         }
@@ -352,11 +352,11 @@ test_queue(void)
     /* another epoch: the ticket is not in it, it counts as behind all */
 
     memset(&q, 0, sizeof(q));
-    (void) or_queue_enter(&q, 5, &t);
-    (void) or_queue_enter(&q, 5, &t);
+    (void) or_queue_enter(&q, 5, T0, &t);
+    (void) or_queue_enter(&q, 5, T0, &t);
     or_is_int(or_queue_rank(&q, 6, 0), 2,
               "queue: a ticket of another epoch is behind every waiter");
-    or_is_int(or_queue_leave(&q, 6, 0), 0,
+    or_is_int(or_queue_leave(&q, 6, 0, T0), 0,
               "queue: leaving with another epoch changes nothing");
     or_is_int(or_queue_length(&q), 2, "queue: still two waiting");
 
@@ -365,24 +365,43 @@ test_queue(void)
     memset(&q, 0, sizeof(q));
 
     for (i = 0; i < OR_QUEUE_RING; i++) {
-        if (or_queue_enter(&q, 9, &t) != 0) {
+        if (or_queue_enter(&q, 9, T0, &t) != 0) {
             break;
         }
     }
 
     or_is_int(i, OR_QUEUE_RING, "queue: %d tickets fit", OR_QUEUE_RING);
-    or_is_int(or_queue_enter(&q, 9, &t), -1, "queue: one more gets none");
+    or_is_int(or_queue_enter(&q, 9, T0, &t), -1, "queue: one more gets none");
 
-    (void) or_queue_leave(&q, 9, 0);
-    or_is_int(or_queue_enter(&q, 9, &t), 0,
+    (void) or_queue_leave(&q, 9, 0, T0);
+    or_is_int(or_queue_enter(&q, 9, T0, &t), 0,
               "queue: once the head left, a ticket again");
     or_is_int(t, OR_QUEUE_RING, "queue: ticket %d, in the slot of 0",
               OR_QUEUE_RING);
     or_is_int(or_queue_rank(&q, 9, t), OR_QUEUE_RING - 1,
               "queue: behind the %d others", OR_QUEUE_RING - 1);
-    (void) or_queue_leave(&q, 9, 5);
+    (void) or_queue_leave(&q, 9, 5, T0);
     or_is_int(or_queue_rank(&q, 9, t), OR_QUEUE_RING - 2,
               "queue: wrapped ring, a left ticket is not counted");
+
+    /* a head whose process died: passed once older than max_age */
+
+    memset(&q, 0, sizeof(q));
+    (void) or_queue_enter(&q, 3, T0, &t);           /* 0: dies */
+    (void) or_queue_enter(&q, 3, T0 + 10, &t);      /* 1 */
+    (void) or_queue_enter(&q, 3, T0 + 20, &t);      /* 2 */
+
+    or_is_int(or_queue_expire(&q, T0 + 30 * SEC, 30 * SEC), 0,
+              "expire: a head of exactly max_age stays");
+    or_is_int(or_queue_expire(&q, T0 + 30 * SEC + 1, 30 * SEC), 1,
+              "expire: an older one is passed");
+    or_is_int(q.head, 1, "expire: ticket 1 is the head");
+    or_is_int(or_queue_rank(&q, 3, 2), 1, "expire: ticket 2 is next");
+    or_is_int(or_queue_expire(&q, T0 + 31 * SEC, 30 * SEC), 0,
+              "expire: the new head has its own age");
+    (void) or_queue_leave(&q, 3, 0, T0 + 31 * SEC);
+    or_is_int(or_queue_length(&q), 2,
+              "expire: the passed head leaving late changes nothing");
 }
 
 
@@ -397,7 +416,7 @@ test_poll(void)
     } cases[] = {
         { 0, 1, 0 },
         { 1, 2, 0 },
-        { 0, 0, OR_QUEUE_POLL_MIN_MS },
+        { 0, 0, 0 },
         { 1, 1, OR_QUEUE_POLL_MIN_MS },
         { 1, 0, 2 * OR_QUEUE_POLL_MIN_MS },
         { 5, 0, 6 * OR_QUEUE_POLL_MIN_MS },
