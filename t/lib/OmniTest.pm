@@ -106,6 +106,25 @@ sub expand {
     return $text;
 }
 
+# a copy of omniroute_params named $name in the test directory, with the
+# given directives set to other values (nginx refuses a directive twice in
+# one location, so a test that needs a short proxy_read_timeout uses
+# this); include it as %%TESTDIR%%/$name
+sub params_with {
+    my ($self, $name, %set) = @_;
+
+    open my $fh, '<', "$ROOT/conf.d/omniroute_params" or die $!;
+    my $text = do { local $/; <$fh> };
+    close $fh;
+
+    for my $d (sort keys %set) {
+        $text =~ s/^(\Q$d\E\s+)[^;]*;/$1$set{$d};/m
+            or $text .= "$d $set{$d};\n";
+    }
+
+    return $self->write_file($name, $text);
+}
+
 # the http {} body of a test configuration; the harness adds the rest
 sub config {
     my ($self, $http, %opt) = @_;
