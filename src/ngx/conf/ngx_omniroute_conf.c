@@ -967,6 +967,13 @@ ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (m->combo && ngx_strncmp(value[i].data, "wait=", 5) == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid \"%V\" of combo \"%V\": expected "
+                               "wait=on or wait=off", &value[i], &m->name);
+            return NGX_CONF_ERROR;
+        }
+
         if (m->combo && ngx_strncmp(value[i].data, "strategy=", 9) == 0) {
             st = or_strategy_parse((const char *) value[i].data + 9,
                                    value[i].len - 9);
