@@ -124,7 +124,9 @@ typedef struct {
     ngx_buf_t                    *error_page;   /* JSON for an nginx page */
     ngx_omniroute_provider_state_t
                                  *providers;    /* read so far */
-    ngx_str_t                     pin_key;      /* model|session hash */
+    ngx_str_t                     pin_key;      /* model|session hash, or
+                                                   model#prefix hash */
+    ngx_msec_t                    pin_ttl;
     ngx_event_t                   wait;         /* queued for a slot, or
                                                    waiting out a cooldown */
     or_msec_t                     wait_until;
