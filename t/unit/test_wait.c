@@ -321,14 +321,16 @@ test_queue(void)
     for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
         if (steps[i].op == 'e') {
             entered++;
-            rc = or_queue_enter(&q, 77, T0 + (or_msec_t) i, &tickets[steps[i].k]);
+            rc = or_queue_enter(&q, 77, T0 + (or_msec_t) i,
+                                &tickets[steps[i].k]);
             or_is_int(rc, 0, "queue step %zu: ticket %d taken", i,
                       steps[i].k);
             or_is_int(tickets[steps[i].k], steps[i].k,
                       "queue step %zu: tickets in arrival order", i);
 
         } else {
-            rc = or_queue_leave(&q, 77, tickets[steps[i].k], T0 + (or_msec_t) i);
+            rc = or_queue_leave(&q, 77, tickets[steps[i].k],
+                                T0 + (or_msec_t) i);
             or_is_int(rc, steps[i].rc, "queue step %zu: ticket %d left, "
                       "idle %d", i, steps[i].k, steps[i].rc);
         }
