@@ -14,7 +14,11 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(sleep time);
+use JSON::PP ();
 use OmniTest;
+
+my $TOKEN = 'adm-0123456789-abcdefghij';
+$ENV{OMNI_TEST_API_TOKEN} = $TOKEN;
 
 my $t = OmniTest->new;
 my $m = $t->mock('p');
@@ -52,10 +56,27 @@ $t->config(<<'EOF');
     omniroute_combo hard a/m z/m;
 
     %%GATEWAY%%
+
+    server {
+        listen 127.0.0.1:%%PORT_api%%;
+
+        location / {
+            omniroute_api;
+            omniroute_api_token env=OMNI_TEST_API_TOKEN;
+        }
+    }
 EOF
 
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
+
+sub api {
+    my ($method, $body) = @_;
+    my $r = $t->http($t->port('api'), OmniTest::request_text($method,
+        '/api/resilience', $body ? JSON::PP::encode_json($body) : undef,
+        Authorization => "Bearer $TOKEN", 'Content-Type' => 'application/json'));
+    return OmniTest::json($r);
+}
 
 sub ask {
     my ($model) = @_;
@@ -146,6 +167,27 @@ is(scalar @{$m->requests}, 0,
    'R-CONC-3 the client went away while waiting: no attempt for it');
 $r = ask('both');
 is($r->{status}, 200, 'and the next request is served');
+
+# the settings: defaults, and a runtime override that turns waiting off
+my $g = api('GET')->{global};
+is_deeply($g->{combo_wait}, { enabled => JSON::PP::true, max_wait_ms => 10000,
+                              budget_ms => 30000 },
+          'combo_wait settings: the defaults');
+is($g->{sources}{combo_wait}{enabled}, 'default', 'from the defaults');
+
+$g = api('PATCH', { global => { combo_wait => { enabled => JSON::PP::false } } })
+    ->{global};
+is($g->{sources}{combo_wait}{enabled}, 'runtime', 'PATCH: a runtime override');
+$m->set_behavior('status=429,retry=2');
+ask('nowait');
+$m->set_behavior(undef);
+$r = ask('both');
+is(OmniTest::json($r)->{error}{code}, 'all_targets_rate_limited',
+   'combo_wait.enabled false: 429 at once, no wait');
+ok($r->{took} < 0.5, 'at once') or diag("took $r->{took} s");
+api('PATCH', { global => { combo_wait => { enabled => undef } } });
+$r = ask('both');
+is($r->{status}, 200, 'the override removed: it waits again');
 
 # a cooldown longer than combo_wait.max_wait_ms (10 s) is not waited for
 $m->set_behavior('status=429,retry=20');
