@@ -495,6 +495,7 @@ ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                    ^ (uint64_t) ngx_random() ^ 1;
         op.now = now;
         op.max_age = ctx->global.queue_max_wait_ms + 1000;
+        op.rc = -1;
 
         (void) ngx_omniroute_store_update(&omcf->store,
                                           NGX_OMNIROUTE_T_STRATEGY, key,
@@ -502,7 +503,7 @@ ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                                           ngx_omniroute_queue_update, &op,
                                           0);
 
-        if (op.rc == 0) {
+        if (op.seen && op.rc == 0) {
             ctx->queue_epoch = op.epoch;
             ctx->queue_ticket = op.ticket;
         }
@@ -573,6 +574,8 @@ ngx_omniroute_queue_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         op.op = NGX_OMNIROUTE_QUEUE_ENTER;
         op.epoch = ctx->queue_epoch;
         op.rc = -1;
+        op.seen = 0;
+        op.length = 0;
 
         (void) ngx_omniroute_store_update(&omcf->store,
                                           NGX_OMNIROUTE_T_STRATEGY, key,
@@ -580,7 +583,7 @@ ngx_omniroute_queue_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                                           ngx_omniroute_queue_update, &op,
                                           0);
 
-        ctx->queue_epoch = (op.rc == 0) ? op.epoch : 0;
+        ctx->queue_epoch = (op.seen && op.rc == 0) ? op.epoch : 0;
         ctx->queue_ticket = op.ticket;
         op.rank = (op.rc == 0 && op.length) ? op.length - 1 : op.length;
     }

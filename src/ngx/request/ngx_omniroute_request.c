@@ -832,10 +832,11 @@ ngx_omniroute_timed_out(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 static ngx_int_t
 ngx_omniroute_retry_later(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
-    ngx_int_t                 rc;
-    or_msec_t                 ms;
-    ngx_uint_t                i;
-    ngx_omniroute_attempt_t  *at;
+    ngx_int_t                   rc;
+    or_msec_t                   ms;
+    ngx_uint_t                  i;
+    ngx_omniroute_attempt_t    *at;
+    ngx_omniroute_candidate_t  *cand;
 
     if (ctx->entry == NULL || !ctx->entry->combo || !ctx->entry->wait
         || !ctx->global.combo_wait
@@ -860,7 +861,23 @@ ngx_omniroute_retry_later(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     rc = ngx_omniroute_plan_eligible(r, ctx);
 
     if (rc == NGX_OK) {
-        rc = ngx_omniroute_start_attempt(r, ctx);
+        /*
+         * eligible at once: a candidate whose cooldown ended meanwhile is
+         * tried; one that just answered 429 without cooling down
+         * (disable_cooling) is not hammered again
+         */
+
+        cand = ((ngx_omniroute_candidate_t **)
+                   ctx->candidates.elts)[ctx->next];
+
+        for (i = 0; i < ctx->attempts.nelts; i++) {
+            if (at[i].cand->route == cand->route) {
+                break;
+            }
+        }
+
+        rc = (i < ctx->attempts.nelts) ? NGX_DECLINED
+                                       : ngx_omniroute_start_attempt(r, ctx);
 
         if (rc == NGX_OK) {
             return NGX_DONE;
