@@ -29,8 +29,11 @@ $t->config(<<'EOF', main => $main);
     omniroute_connection one provider=p key_file=%%TESTDIR%%/key-one
                          max_concurrent=2;
 
+    log_format pids '$pid $http_x_req_id';
+
     server {
         listen 127.0.0.1:%%PORT_gw%% reuseport;
+        access_log %%TESTDIR%%/logs/pids.log pids;
 
         location /v1/ {
             omniroute_pass;
@@ -74,6 +77,10 @@ for my $i (2 .. $#times) {
     $min = $d if $d < $min;
 }
 cmp_ok($min, '>=', 0.28, 'R-CONC-1 max_concurrent=2 held throughout');
+
+my %pids = map { (split / /)[0] => 1 }
+           split /\n/, $t->read_file('logs/pids.log');
+cmp_ok(scalar keys %pids, '>=', 2, 'R-CONC-1 the waiters were on both workers');
 
 # fail-open after the queue wait budget (500 ms): past the cap
 $t->stop_nginx;

@@ -723,8 +723,8 @@ ngx_omniroute_queue_update(void *value, void *arg, or_msec_t *expires)
 {
     ngx_omniroute_queue_op_t *op = arg;
 
-    or_queue_t  *q = value;
     unsigned     expired;
+    or_queue_t  *q = value;
 
     op->seen = 1;
 
