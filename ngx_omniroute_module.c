@@ -154,6 +154,20 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       0,
       NULL },
 
+    { ngx_string("omniroute_cache_affinity"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_omniroute_loc_conf_t, cache_affinity),
+      NULL },
+
+    { ngx_string("omniroute_resend_after_timeout"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_omniroute_loc_conf_t, resend_after_timeout),
+      NULL },
+
     { ngx_string("omniroute_stream_probe"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
       ngx_conf_set_flag_slot,
@@ -311,6 +325,8 @@ ngx_omniroute_create_loc_conf(ngx_conf_t *cf)
     olcf->attempt_trail = NGX_CONF_UNSET;
     olcf->models = NGX_CONF_UNSET_UINT;
     olcf->models_provider = NGX_CONF_UNSET;
+    olcf->cache_affinity = NGX_CONF_UNSET_MSEC;
+    olcf->resend_after_timeout = NGX_CONF_UNSET;
 
     return olcf;
 }
@@ -335,6 +351,9 @@ ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_msec_value(conf->session_affinity, prev->session_affinity,
                               0);
     ngx_conf_merge_value(conf->attempt_trail, prev->attempt_trail, 0);
+    ngx_conf_merge_msec_value(conf->cache_affinity, prev->cache_affinity, 0);
+    ngx_conf_merge_value(conf->resend_after_timeout,
+                         prev->resend_after_timeout, 0);
 
     if (conf->stream_keepalive_interval < 100) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,

@@ -1,8 +1,9 @@
 #!/usr/bin/perl
 
 # R-REQ-4: connect errors, resets and timeouts fall over in the same
-# client request; the attempt limit; a JSON 502/504 when no provider
-# answered at all.
+# client request (a read timeout after the provider got the request only
+# with omniroute_resend_after_timeout on); the attempt limit; a JSON
+# 502/504 when no provider answered at all.
 
 use strict;
 use warnings;
@@ -23,6 +24,9 @@ $t->write_file('key-503', "sk-503~status=503\n");
 # a port nothing listens on
 my $dead = $t->port('dead');
 
+# omniroute_params with a read timeout of 1 s
+$t->params_with('params-1s', proxy_read_timeout => '1s');
+
 $t->config(<<'EOF');
     omniroute_zone zone=omniroute:1m;
 
@@ -42,7 +46,7 @@ $t->config(<<'EOF');
     omniroute_combo chain dead/m p/m;
     omniroute_model deadonly dead/m;
 
-    proxy_read_timeout 1s;
+    omniroute_resend_after_timeout on;
 
     server {
         listen 127.0.0.1:%%PORT_gw%%;
@@ -59,7 +63,7 @@ $t->config(<<'EOF');
 
         location /_omniroute {
             internal;
-            include %%PARAMS%%;
+            include %%TESTDIR%%/params-1s;
         }
     }
 EOF

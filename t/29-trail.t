@@ -52,6 +52,7 @@ $t->config(<<'EOF');
         location /v1/ {
             omniroute_pass;
             omniroute_attempt_trail on;
+            omniroute_resend_after_timeout on;  # the hanging one falls over
         }
 
         location /quiet/ {

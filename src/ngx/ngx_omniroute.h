@@ -62,6 +62,13 @@ typedef struct ngx_omniroute_provider_s {
 } ngx_omniroute_provider_t;
 
 
+/* a concurrency cap of one upstream model on a connection (R-CONC-1) */
+typedef struct {
+    ngx_str_t                     model;        /* exact upstream model */
+    ngx_uint_t                    cap;
+} ngx_omniroute_model_cap_t;
+
+
 typedef struct {
     ngx_str_t                     id;
     ngx_str_t                     provider_name;
@@ -76,6 +83,12 @@ typedef struct {
     ngx_flag_t                    disable_cooling;
     ngx_str_t                     file;         /* where it is declared */
     ngx_uint_t                    line;
+    ngx_array_t                   model_caps;   /* ngx_omniroute_model_cap_t */
+    ngx_array_t                   models;       /* ngx_str_t: the upstream
+                                                   models it may serve;
+                                                   empty: any */
+    or_msec_t                     rate_limit_reset; /* R-CD-3 override,
+                                                       0: none */
 } ngx_omniroute_connection_t;
 
 
@@ -105,6 +118,10 @@ typedef struct {
                                                 /* by scope: model, base
                                                    model, quota family;
                                                    empty: too long */
+    ngx_uint_t                    model_cap;    /* in flight of the model
+                                                   on the connection; 0:
+                                                   none */
+    ngx_str_t                     cap_key;      /* "connection|model" */
 } ngx_omniroute_route_t;
 
 
@@ -112,6 +129,8 @@ typedef struct {
     ngx_str_t                     name;
     ngx_uint_t                    combo;        /* 1: combo, 0: alias */
     or_strategy_e                 strategy;
+    ngx_flag_t                    wait;         /* combo: cooldown-aware
+                                                   wait (R-CONC-3) */
     ngx_array_t                   targets;      /* ngx_omniroute_target_t */
     ngx_array_t                   routes;       /* ngx_omniroute_route_t */
     ngx_str_t                     file;         /* where it is declared */
@@ -186,6 +205,8 @@ typedef struct {
     ngx_uint_t                    json_errors;  /* nginx's error pages as
                                                    JSON (omniroute_pass,
                                                    omniroute_api) */
+    ngx_msec_t                    cache_affinity;       /* 0: off */
+    ngx_flag_t                    resend_after_timeout;
 } ngx_omniroute_loc_conf_t;
 
 

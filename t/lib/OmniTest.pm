@@ -117,8 +117,36 @@ sub expand {
     $text =~ s/%%PORT_(\w+)%%/$self->port($1)/ge;
     $text =~ s/%%TESTDIR%%/$self->{dir}/g;
     $text =~ s/%%MODULE%%/$self->{module}/g;
+    # "include %%PARAMS%%;" followed by its own proxy_*_timeout: a copy of
+    # omniroute_params with those values (nginx refuses them twice)
+    my $n = 0;
+    $text =~ s{include\s+%%PARAMS%%;((?:\s*proxy_(?:read|send|connect)_timeout\s+[^;]+;)+)}{
+        my $set = $1;
+        my %set = $set =~ /(proxy_\w+_timeout)\s+([^;]+);/g;
+        my $file = $self->params_with('params-auto-' . $n++, %set);
+        "include $file;";
+    }ge;
     $text =~ s/%%PARAMS%%/$ROOT\/conf.d\/omniroute_params/g;
     return $text;
+}
+
+# a copy of omniroute_params named $name in the test directory, with the
+# given directives set to other values (nginx refuses a directive twice in
+# one location, so a test that needs a short proxy_read_timeout uses
+# this); include it as %%TESTDIR%%/$name
+sub params_with {
+    my ($self, $name, %set) = @_;
+
+    open my $fh, '<', "$ROOT/conf.d/omniroute_params" or die $!;
+    my $text = do { local $/; <$fh> };
+    close $fh;
+
+    for my $d (sort keys %set) {
+        $text =~ s/^(\Q$d\E\s+)[^;]*;/$1$set{$d};/m
+            or $text .= "$d $set{$d};\n";
+    }
+
+    return $self->write_file($name, $text);
 }
 
 # the http {} body of a test configuration; the harness adds the rest

@@ -15,7 +15,8 @@
 #include "ngx_omniroute.h"
 
 
-#define NGX_OMNIROUTE_KEY_FILE_MAX  8192
+#define NGX_OMNIROUTE_KEY_FILE_MAX    8192
+#define NGX_OMNIROUTE_CONN_RESET_MAX  ((int64_t) 30 * 86400 * 1000)
 
 
 static ngx_int_t ngx_omniroute_zone_add(ngx_conf_t *cf,
@@ -26,6 +27,12 @@ static ngx_int_t ngx_omniroute_parse_auth(ngx_conf_t *cf,
     ngx_omniroute_provider_t *p, ngx_str_t *value);
 static ngx_int_t ngx_omniroute_parse_header(ngx_conf_t *cf,
     ngx_omniroute_provider_t *p, ngx_str_t *value);
+static ngx_int_t ngx_omniroute_parse_model_caps(ngx_conf_t *cf,
+    ngx_omniroute_connection_t *c, ngx_str_t *arg);
+static ngx_int_t ngx_omniroute_parse_models(ngx_conf_t *cf,
+    ngx_omniroute_connection_t *c, ngx_str_t *arg);
+static ngx_uint_t ngx_omniroute_conn_serves(ngx_omniroute_connection_t *c,
+    ngx_str_t *model);
 static ngx_int_t ngx_omniroute_valid_name(ngx_str_t *name);
 static ngx_int_t ngx_omniroute_valid_token(ngx_str_t *name);
 static ngx_int_t ngx_omniroute_valid_model(ngx_str_t *name);
@@ -487,6 +494,7 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_str_t                   *value, s, key_env, key_file;
     ngx_int_t                    n;
     ngx_uint_t                   i;
+    ngx_msec_int_t               ms;
     ngx_omniroute_connection_t  *c, *cc;
 
     value = cf->args->elts;
@@ -599,6 +607,41 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strncmp(value[i].data, "model_caps=", 11) == 0) {
+            if (ngx_omniroute_parse_model_caps(cf, c, &value[i]) != NGX_OK) {
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "models=", 7) == 0) {
+            if (ngx_omniroute_parse_models(cf, c, &value[i]) != NGX_OK) {
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "rate_limit_reset=", 17) == 0) {
+            s.data = value[i].data + 17;
+            s.len = value[i].len - 17;
+
+            ms = ngx_parse_time(&s, 0);
+            if (ms == (ngx_msec_int_t) NGX_ERROR || ms < 1
+                || (int64_t) ms > NGX_OMNIROUTE_CONN_RESET_MAX)
+            {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid \"%V\" of connection \"%V\": "
+                                   "expected a time of 1ms..30d",
+                                   &value[i], &c->id);
+                return NGX_CONF_ERROR;
+            }
+
+            c->rate_limit_reset = (or_msec_t) ms;
+            continue;
+        }
+
         if (ngx_strcmp(value[i].data, "disable_cooling=on") == 0) {
             c->disable_cooling = 1;
             continue;
@@ -689,6 +732,196 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/*
+ * model_caps=MODEL:N,...: at most N attempts of the exact upstream model
+ * MODEL in flight on the connection (the last ":" separates, as model
+ * names may have one: llama3:8b:2).
+ */
+
+static ngx_int_t
+ngx_omniroute_parse_model_caps(ngx_conf_t *cf, ngx_omniroute_connection_t *c,
+    ngx_str_t *arg)
+{
+    u_char                     *p, *last, *item, *colon;
+    ngx_int_t                   n;
+    ngx_str_t                   model;
+    ngx_uint_t                  i;
+    ngx_omniroute_model_cap_t  *mc, *old;
+
+    if (c->model_caps.elts == NULL
+        && ngx_array_init(&c->model_caps, cf->pool, 4,
+                          sizeof(ngx_omniroute_model_cap_t))
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    p = arg->data + sizeof("model_caps=") - 1;
+    last = arg->data + arg->len;
+
+    if (p == last) {
+        goto invalid;
+    }
+
+    while (p < last) {
+        item = p;
+
+        while (p < last && *p != ',') {
+            p++;
+        }
+
+        colon = NULL;
+
+        for (model.data = item; model.data < p; model.data++) {
+            if (*model.data == ':') {
+                colon = model.data;
+            }
+        }
+
+        if (colon == NULL || colon == item || colon + 1 == p) {
+            goto invalid;
+        }
+
+        n = ngx_atoi(colon + 1, p - colon - 1);
+        if (n == NGX_ERROR || n < 1 || n > 100000) {
+            goto invalid;
+        }
+
+        model.data = item;
+        model.len = colon - item;
+
+        old = c->model_caps.elts;
+
+        for (i = 0; i < c->model_caps.nelts; i++) {
+            if (old[i].model.len == model.len
+                && ngx_strncmp(old[i].model.data, model.data, model.len)
+                   == 0)
+            {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "duplicate model \"%V\" in \"%V\" of "
+                                   "connection \"%V\"", &model, arg, &c->id);
+                return NGX_ERROR;
+            }
+        }
+
+        mc = ngx_array_push(&c->model_caps);
+        if (mc == NULL) {
+            return NGX_ERROR;
+        }
+
+        mc->model = model;
+        mc->cap = n;
+
+        if (p < last) {
+            p++;
+
+            if (p == last) {
+                goto invalid;
+            }
+        }
+    }
+
+    return NGX_OK;
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid \"%V\" of connection \"%V\": expected "
+                       "MODEL:N,... with N 1..100000", arg, &c->id);
+
+    return NGX_ERROR;
+}
+
+
+/* models=a,b: the upstream models the connection may serve (exact) */
+
+static ngx_int_t
+ngx_omniroute_parse_models(ngx_conf_t *cf, ngx_omniroute_connection_t *c,
+    ngx_str_t *arg)
+{
+    u_char     *p, *last, *item;
+    ngx_str_t  *m;
+
+    if (c->models.elts == NULL
+        && ngx_array_init(&c->models, cf->pool, 4, sizeof(ngx_str_t))
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    p = arg->data + sizeof("models=") - 1;
+    last = arg->data + arg->len;
+
+    if (p == last) {
+        goto invalid;
+    }
+
+    while (p < last) {
+        item = p;
+
+        while (p < last && *p != ',') {
+            p++;
+        }
+
+        if (p == item) {
+            goto invalid;
+        }
+
+        m = ngx_array_push(&c->models);
+        if (m == NULL) {
+            return NGX_ERROR;
+        }
+
+        m->data = item;
+        m->len = p - item;
+
+        if (p < last) {
+            p++;
+
+            if (p == last) {
+                goto invalid;
+            }
+        }
+    }
+
+    return NGX_OK;
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid \"%V\" of connection \"%V\": expected "
+                       "a list of upstream models, MODEL,...", arg, &c->id);
+
+    return NGX_ERROR;
+}
+
+
+/* the connection may serve this upstream model (its models= list) */
+
+static ngx_uint_t
+ngx_omniroute_conn_serves(ngx_omniroute_connection_t *c, ngx_str_t *model)
+{
+    ngx_str_t   *m;
+    ngx_uint_t   i;
+
+    if (c->models.nelts == 0) {
+        return 1;
+    }
+
+    m = c->models.elts;
+
+    for (i = 0; i < c->models.nelts; i++) {
+        if (m[i].len == model->len
+            && ngx_strncmp(m[i].data, model->data, model->len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
 char *
 ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
@@ -729,6 +962,7 @@ ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     m->name = value[1];
     m->combo = cmd->offset;
     m->strategy = OR_STRATEGY_PRIORITY;
+    m->wait = 1;
 
     if (ngx_array_init(&m->targets, cf->pool, cf->args->nelts,
                        sizeof(ngx_omniroute_target_t))
@@ -738,6 +972,23 @@ ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     for (i = 2; i < cf->args->nelts; i++) {
+
+        if (m->combo && ngx_strcmp(value[i].data, "wait=on") == 0) {
+            m->wait = 1;
+            continue;
+        }
+
+        if (m->combo && ngx_strcmp(value[i].data, "wait=off") == 0) {
+            m->wait = 0;
+            continue;
+        }
+
+        if (m->combo && ngx_strncmp(value[i].data, "wait=", 5) == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid \"%V\" of combo \"%V\": expected "
+                               "wait=on or wait=off", &value[i], &m->name);
+            return NGX_CONF_ERROR;
+        }
 
         if (m->combo && ngx_strncmp(value[i].data, "strategy=", 9) == 0) {
             st = or_strategy_parse((const char *) value[i].data + 9,
@@ -1043,7 +1294,7 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
      * a connection has a concurrency cap */
 
     for (i = 0; i < omcf->connections.nelts; i++) {
-        if (c[i].max_concurrent) {
+        if (c[i].max_concurrent || c[i].model_caps.nelts) {
             omcf->track_inflight = 1;
         }
     }
@@ -1186,6 +1437,7 @@ ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
     ngx_uint_t                   i, j, first;
     ngx_omniroute_route_t       *rt, tmp;
     ngx_omniroute_provider_t    *p;
+    ngx_omniroute_model_cap_t   *mc;
     ngx_omniroute_connection_t  *c;
     static or_scope_e            scopes[NGX_OMNIROUTE_LOCKOUT_SCOPES] = {
                                      OR_SCOPE_MODEL, OR_SCOPE_BASE_MODEL,
@@ -1196,7 +1448,10 @@ ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
     first = routes->nelts;
 
     for (i = 0; i < omcf->connections.nelts; i++) {
-        if (c[i].provider != t->provider) {
+        if (c[i].provider != t->provider
+            || !ngx_omniroute_conn_serves(&c[i], &t->model))
+        {
+            /* another provider's, or not allowed this model: no route */
             continue;
         }
 
@@ -1209,6 +1464,32 @@ ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
         rt->provider = p;
         rt->target = t;
         rt->order = routes->nelts - 1;
+
+        rt->model_cap = 0;
+        ngx_str_null(&rt->cap_key);
+
+        mc = c[i].model_caps.elts;
+
+        for (j = 0; j < c[i].model_caps.nelts; j++) {
+            if (mc[j].model.len != t->model.len
+                || ngx_strncmp(mc[j].model.data, t->model.data,
+                               t->model.len)
+                   != 0)
+            {
+                continue;
+            }
+
+            rt->model_cap = mc[j].cap;
+
+            rt->cap_key.len = c[i].id.len + 1 + t->model.len;
+            rt->cap_key.data = ngx_pnalloc(pool, rt->cap_key.len);
+            if (rt->cap_key.data == NULL) {
+                return NGX_ERROR;
+            }
+
+            ngx_sprintf(rt->cap_key.data, "%V|%V", &c[i].id, &t->model);
+            break;
+        }
 
         /* a stable id: target model and connection id */
         ngx_crc32_init(crc);

@@ -219,6 +219,28 @@ ngx_omniroute_setting_desc_t  ngx_omniroute_global_settings[] = {
       ngx_omniroute_gfield(max_queue_depth),
       NGX_OMNIROUTE_SF_INT, 0, 100000, NULL, NULL },
 
+    /* 4 .. 8: waiting instead of failing (R-CONC-1, R-CONC-3, R-REQ-4) */
+    { "combo_wait", "enabled", NULL,
+      "OMNIROUTE_COMBO_COOLDOWN_WAIT_ENABLED", 1,
+      ngx_omniroute_gfield(combo_wait),
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
+    { "combo_wait", "max_wait_ms", NULL,
+      "OMNIROUTE_COMBO_COOLDOWN_WAIT_MAX_WAIT_MS", 1,
+      ngx_omniroute_gfield(combo_wait_max_ms),
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_DAY_MS, NULL, NULL },
+    { "combo_wait", "budget_ms", NULL,
+      "OMNIROUTE_COMBO_COOLDOWN_WAIT_BUDGET_MS", 1,
+      ngx_omniroute_gfield(combo_wait_budget_ms),
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_DAY_MS, NULL, NULL },
+    { "request", "budget_ms", NULL,
+      "OMNIROUTE_REQUEST_BUDGET_MS", 1,
+      ngx_omniroute_gfield(request_budget_ms),
+      NGX_OMNIROUTE_SF_MSEC_OPT, 1, NGX_OMNIROUTE_DAY_MS, NULL, NULL },
+    { "request_queue", "fail_open", NULL,
+      "RATE_LIMIT_QUEUE_FAIL_OPEN", 1,
+      ngx_omniroute_gfield(queue_fail_open),
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
+
     { NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL }
 };
 
@@ -236,7 +258,8 @@ static ngx_omniroute_env_value_t
     ngx_omniroute_env_values[NGX_OMNIROUTE_SETTINGS_MAX][OR_KIND_COUNT];
 
 static ngx_omniroute_global_settings_t  ngx_omniroute_global_base = {
-    0, 0, 30 * 1000, 600 * 1000, 0, 0
+    0, 0, 30 * 1000, 600 * 1000, 0, 0, 1, 0, 10 * 1000, 30 * 1000,
+    OR_MSEC_NONE
 };
 
 static void  *ngx_omniroute_env_cycle;
@@ -1102,6 +1125,11 @@ ngx_omniroute_settings_read_env(void)
     ngx_omniroute_global_base.max_queue_depth = 0;
     ngx_omniroute_global_base.queue_max_wait_ms = 30 * 1000;
     ngx_omniroute_global_base.execution_max_wait_ms = 600 * 1000;
+    ngx_omniroute_global_base.combo_wait = 1;
+    ngx_omniroute_global_base.queue_fail_open = 0;
+    ngx_omniroute_global_base.combo_wait_max_ms = 10 * 1000;
+    ngx_omniroute_global_base.combo_wait_budget_ms = 30 * 1000;
+    ngx_omniroute_global_base.request_budget_ms = OR_MSEC_NONE;
     ngx_omniroute_global_base.env_set = 0;
 
     for (i = 0; ngx_omniroute_global_settings[i].name; i++) {

@@ -70,7 +70,10 @@ typedef struct {
 } ngx_omniroute_settings_t;
 
 
-/* settings that are not per provider (R-ENV), for the request queue */
+/*
+ * settings that are not per provider (R-ENV): the request queue, the
+ * cooldown-aware wait of combos, the request's time budget
+ */
 typedef struct {
     int32_t                       stream_throughput_watchdog;
     int32_t                       max_queue_depth;
@@ -78,6 +81,11 @@ typedef struct {
     or_msec_t                     execution_max_wait_ms;
     uint64_t                      env_set;
     uint64_t                      runtime_set;
+    int32_t                       combo_wait;   /* R-CONC-3 on/off */
+    int32_t                       queue_fail_open;  /* R-CONC-1 */
+    or_msec_t                     combo_wait_max_ms;
+    or_msec_t                     combo_wait_budget_ms;
+    or_msec_t                     request_budget_ms;    /* NONE: none */
 } ngx_omniroute_global_settings_t;
 
 

@@ -8,6 +8,14 @@
  * eligible; the connection that serves it is (re)pinned for
  * omniroute_session_affinity.  Pins live in the shared zone (and Redis);
  * the session id itself is stored only as a SHA-256 prefix.
+ *
+ * Cache-warm affinity (omniroute_cache_affinity): a request without a
+ * session is pinned the same way by its conversation's start, the system
+ * prompt and the messages through the first user turn (or_prefix_find(),
+ * a bounded walk of the body), which every later turn repeats: one
+ * conversation stays on one account, whose provider keeps its prompt
+ * cached, while other conversations spread.  Only a SHA-256 prefix of
+ * those bytes is kept.
  */
 
 
@@ -19,9 +27,14 @@
 
 #include "ngx_omniroute_request.h"
 #include "or_pin.h"
+#include "or_prefix.h"
 
 
 #define NGX_OMNIROUTE_SESSION_HASH_LEN  16      /* bytes of SHA-256 kept */
+
+/* the bounds of the walk for a conversation's start */
+#define NGX_OMNIROUTE_PREFIX_SCAN       (1024 * 1024)
+#define NGX_OMNIROUTE_PREFIX_SPAN       (64 * 1024)
 
 
 typedef struct {
@@ -32,6 +45,10 @@ typedef struct {
 
 
 static ngx_table_elt_t *ngx_omniroute_session_header(ngx_http_request_t *r);
+static ngx_int_t ngx_omniroute_affinity_prefix(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, u_char *md);
+static ngx_int_t ngx_omniroute_pin_key(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, u_char sep, u_char *md);
 static ngx_uint_t ngx_omniroute_pin_update(void *value, void *arg,
     or_msec_t *expires);
 
@@ -71,22 +88,18 @@ ngx_omniroute_session_header(ngx_http_request_t *r)
 }
 
 
-/* ctx->pin_key = "<model>|<hex of SHA-256(session)>", when affinity is on */
+/*
+ * ctx->pin_key: "<model>|<hex of SHA-256(session)>" with session affinity
+ * and a session header, else "<model>#<hex of the conversation's hash>"
+ * with cache affinity
+ */
 
 ngx_int_t
 ngx_omniroute_affinity_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
-    u_char            *p, md[SHA256_DIGEST_LENGTH];
-    ngx_table_elt_t   *h;
-
-    if (ctx->lcf->session_affinity == 0) {
-        return NGX_OK;
-    }
-
-    h = ngx_omniroute_session_header(r);
-    if (h == NULL) {
-        return NGX_OK;
-    }
+    u_char            md[SHA256_DIGEST_LENGTH];
+    ngx_int_t         rc;
+    ngx_table_elt_t  *h;
 
     if (ctx->model.len + 1 + 2 * NGX_OMNIROUTE_SESSION_HASH_LEN
         > NGX_OMNIROUTE_KEY_MAX)
@@ -94,7 +107,76 @@ ngx_omniroute_affinity_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         return NGX_OK;
     }
 
-    (void) SHA256(h->value.data, h->value.len, md);
+    if (ctx->lcf->session_affinity) {
+        h = ngx_omniroute_session_header(r);
+
+        if (h) {
+            (void) SHA256(h->value.data, h->value.len, md);
+
+            ctx->pin_ttl = ctx->lcf->session_affinity;
+
+            return ngx_omniroute_pin_key(r, ctx, '|', md);
+        }
+    }
+
+    if (ctx->lcf->cache_affinity == 0) {
+        return NGX_OK;
+    }
+
+    rc = ngx_omniroute_affinity_prefix(r, ctx, md);
+
+    if (rc != NGX_OK) {
+        return (rc == NGX_DECLINED) ? NGX_OK : rc;
+    }
+
+    ctx->pin_ttl = ctx->lcf->cache_affinity;
+
+    return ngx_omniroute_pin_key(r, ctx, '#', md);
+}
+
+
+/*
+ * SHA-256 of the conversation's start: of the hashes of the system prompt
+ * and of the messages through the first user turn.  NGX_DECLINED: the
+ * body has no messages to go by.
+ */
+
+static ngx_int_t
+ngx_omniroute_affinity_prefix(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    u_char *md)
+{
+    u_char        parts[2 * SHA256_DIGEST_LENGTH];
+    or_prefix_t   p;
+
+    if (!or_prefix_find((const char *) ctx->body.data, ctx->body.len,
+                        NGX_OMNIROUTE_PREFIX_SCAN, NGX_OMNIROUTE_PREFIX_SPAN,
+                        &p))
+    {
+        return NGX_DECLINED;
+    }
+
+    (void) SHA256(ctx->body.data + p.system.start,
+                  p.system.end - p.system.start, parts);
+    (void) SHA256(ctx->body.data + p.messages.start,
+                  p.messages.end - p.messages.start,
+                  parts + SHA256_DIGEST_LENGTH);
+    (void) SHA256(parts, sizeof(parts), md);
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute affinity: conversation of %uz + %uz bytes%s",
+                   p.system.end - p.system.start,
+                   p.messages.end - p.messages.start,
+                   p.complete ? "" : " (cut)");
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_pin_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    u_char sep, u_char *md)
+{
+    u_char  *p;
 
     p = ngx_pnalloc(r->pool, ctx->model.len + 1
                              + 2 * NGX_OMNIROUTE_SESSION_HASH_LEN);
@@ -105,7 +187,7 @@ ngx_omniroute_affinity_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ctx->pin_key.data = p;
 
     p = ngx_cpymem(p, ctx->model.data, ctx->model.len);
-    *p++ = '|';
+    *p++ = sep;
     p = ngx_hex_dump(p, md, NGX_OMNIROUTE_SESSION_HASH_LEN);
 
     ctx->pin_key.len = p - ctx->pin_key.data;
@@ -175,7 +257,7 @@ ngx_omniroute_affinity_record(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     arg.conn = a->cand->conn;
     arg.now = ngx_omniroute_now();
-    arg.ttl = (or_msec_t) ctx->lcf->session_affinity;
+    arg.ttl = (or_msec_t) ctx->pin_ttl;
 
     (void) ngx_omniroute_store_update(&omcf->store, NGX_OMNIROUTE_T_PIN,
                                       &ctx->pin_key, sizeof(or_pin_t),

@@ -55,6 +55,7 @@ ngx_omniroute_plan_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     u_char                     *msg, *slash;
     ngx_int_t                   pi;
     ngx_str_t                   pname;
+    ngx_uint_t                  i;
     ngx_array_t                 routes;
     ngx_omniroute_target_t     *t;
     ngx_omniroute_main_conf_t  *omcf;
@@ -116,6 +117,17 @@ ngx_omniroute_plan_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         return ngx_omniroute_reject(ctx, NGX_HTTP_NOT_FOUND,
                                     "no_executable_targets",
                                     "no connection serves this model");
+    }
+
+    /* a concurrency cap on a route: requests may queue (R-CONC-1) */
+
+    for (i = 0; i < ctx->nroutes; i++) {
+        if (ctx->routes[i].conn->max_concurrent
+            || ctx->routes[i].model_cap)
+        {
+            ctx->capped = 1;
+            break;
+        }
     }
 
     if (ngx_array_init(&ctx->candidates, r->pool, 4,
@@ -241,6 +253,19 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
     cand->target = route->target;
     cand->settings = &ps->settings;
 
+    if (route->conn->rate_limit_reset) {
+        /* R-CD-3: the connection's own reset, after an upstream hint */
+
+        cand->settings = ngx_palloc(ctx->request->pool,
+                                    sizeof(ngx_omniroute_settings_t));
+        if (cand->settings == NULL) {
+            return NGX_ERROR;
+        }
+
+        *cand->settings = ps->settings;
+        cand->settings->cooldown.override_ms = route->conn->rate_limit_reset;
+    }
+
     if (omcf->shm_zone) {
         st = &omcf->store;
         now = ngx_omniroute_now();
@@ -308,7 +333,10 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
                            or_exclusion_name(excl), (int64_t) retry);
 
             if (ngx_omniroute_plan_exclude(ctx, route, or_exclusion_name(excl),
-                                           retry)
+                                           retry,
+                                           or_wait_kind(excl,
+                                               or_wait_cause(&view, excl,
+                                                             now)))
                 != NGX_OK)
             {
                 return NGX_ERROR;
@@ -453,6 +481,38 @@ ngx_omniroute_plan_restart(ngx_omniroute_ctx_t *ctx)
 }
 
 
+/*
+ * After a cooldown wait the routes are planned afresh: the shared state
+ * (breakers, settings included) is read again and the exclusions listed
+ * anew.
+ */
+
+void
+ngx_omniroute_plan_reset(ngx_omniroute_ctx_t *ctx)
+{
+    ctx->next = 0;
+    ctx->saw_full = 0;
+    ctx->scanned = 0;
+    ctx->candidates.nelts = 0;
+    ctx->excluded.nelts = 0;
+    ctx->plan_excluded = 0;
+    ctx->providers = NULL;
+}
+
+
+/* what is left of the request budget (R-REQ-4), ms; OR_MSEC_NONE: none */
+
+or_msec_t
+ngx_omniroute_budget_left(ngx_omniroute_ctx_t *ctx)
+{
+    if (ctx->deadline == 0) {
+        return OR_MSEC_NONE;
+    }
+
+    return ngx_max(ctx->deadline - ngx_omniroute_now(), 0);
+}
+
+
 ngx_uint_t
 ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a)
@@ -461,19 +521,24 @@ ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
 }
 
 
-/* another attempt is possible: a candidate is left and the limit allows */
+/*
+ * another attempt is possible: a candidate is left, and the attempt limit
+ * and the request budget allow
+ */
 
 ngx_uint_t
 ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx)
 {
     return ctx->attempts.nelts < (ngx_uint_t) ctx->lcf->max_attempts
+           && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0)
            && ngx_omniroute_plan_peek(ctx) == NGX_OK;
 }
 
 
 ngx_int_t
 ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_route_t *route, const char *reason, or_msec_t retry_after)
+    ngx_omniroute_route_t *route, const char *reason, or_msec_t retry_after,
+    or_wait_kind_e kind)
 {
     ngx_omniroute_excluded_t  *ex;
 
@@ -485,6 +550,7 @@ ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
     ex->route = route;
     ex->reason = reason;
     ex->retry_after = retry_after;
+    ex->kind = kind;
 
     return NGX_OK;
 }

@@ -30,7 +30,19 @@ static ngx_int_t ngx_omniroute_attempt_body(ngx_http_request_t *r,
 static ngx_int_t ngx_omniroute_attempt_done(ngx_http_request_t *sr,
     void *data, ngx_int_t rc);
 static void ngx_omniroute_parent_handler(ngx_http_request_t *r);
+static void ngx_omniroute_dispatch(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static void ngx_omniroute_nothing_now(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_retry_later(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_timed_out(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 static void ngx_omniroute_queue_retry(ngx_event_t *ev);
+static void ngx_omniroute_cooldown_retry(ngx_event_t *ev);
+static void ngx_omniroute_attempt_limit(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static void ngx_omniroute_attempt_expired(ngx_event_t *ev);
 
 
 /* a POST to omniroute_pass (ngx_omniroute_handler() in models.c) */
@@ -117,12 +129,46 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     }
 
     if (rc == NGX_OK) {
-        rc = ngx_omniroute_plan_eligible(r, ctx);
+        rc = ngx_omniroute_waits_init(r, ctx);
     }
+
+    if (rc != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    /* the global settings in force, and the request's time budget */
+
+    ngx_omniroute_settings_global(
+        ngx_http_get_module_main_conf(r, ngx_http_omniroute_module),
+        &ctx->global);
+
+    if (ctx->global.request_budget_ms > 0) {
+        ctx->deadline = ngx_omniroute_now() + ctx->global.request_budget_ms;
+    }
+
+    ngx_omniroute_dispatch(r, ctx);
+}
+
+
+/*
+ * Plans and starts the first attempt, or waits: in the queue for a
+ * concurrency slot, or for the end of a cooldown (a combo); else answers.
+ */
+
+static void
+ngx_omniroute_dispatch(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    ngx_int_t  rc;
+
+    rc = ngx_omniroute_plan_eligible(r, ctx);
 
     if (rc == NGX_OK) {
         r->write_event_handler = ngx_omniroute_parent_handler;
-        rc = ngx_omniroute_start_attempt(r, ctx);
+
+        /* others of this model wait for a slot: behind them (FIFO) */
+        rc = ngx_omniroute_queue_ahead(r, ctx)
+             ? NGX_BUSY : ngx_omniroute_start_attempt(r, ctx);
     }
 
     if (rc == NGX_BUSY) {
@@ -141,7 +187,7 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     if (rc == NGX_DECLINED) {
         /* every candidate is excluded by the shared state */
-        ngx_http_finalize_request(r, ngx_omniroute_send_cooling_down(r, ctx));
+        ngx_omniroute_nothing_now(r, ctx);
         return;
     }
 
@@ -149,6 +195,49 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
+}
+
+
+/*
+ * Every candidate is excluded: a combo waits for the earliest end of a
+ * transient exclusion and plans again (R-CONC-3), or answers 429 with it
+ * when waiting is not allowed; otherwise 503 all_targets_cooling_down or
+ * 404 no_executable_targets, as before.
+ */
+
+static void
+ngx_omniroute_nothing_now(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    or_wait_e  rc;
+    or_msec_t  ms;
+
+    rc = ngx_omniroute_cooldown_decide(r, ctx, &ms);
+
+    if (rc == OR_WAIT_WAIT) {
+        ctx->current = NULL;
+        ctx->wait.handler = ngx_omniroute_cooldown_retry;
+        (void) ngx_omniroute_cooldown_wait(r, ctx, ms);
+        return;
+    }
+
+    ctx->current = NULL;
+
+    if (ctx->last_held) {
+        /* attempts were made (before a wait): the latest provider error */
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
+        ngx_http_finalize_request(r,
+                                  ngx_omniroute_send_held(r, ctx,
+                                                          ctx->last_held));
+        return;
+    }
+
+    if (rc == OR_WAIT_REFUSE) {
+        ngx_http_finalize_request(r,
+                                  ngx_omniroute_send_rate_limited(r, ctx, ms));
+        return;
+    }
+
+    ngx_http_finalize_request(r, ngx_omniroute_send_cooling_down(r, ctx));
 }
 
 
@@ -265,7 +354,7 @@ static ngx_int_t
 ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     const char                 *reason;
-    ngx_atomic_t               *counter;
+    ngx_atomic_t               *counters[2];
     ngx_http_request_t         *sr;
     ngx_omniroute_attempt_t    *a;
     ngx_omniroute_candidate_t  *cand;
@@ -282,7 +371,8 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         }
 
         if (ngx_omniroute_admit(r, ctx, cand, &reason) != NGX_OK) {
-            if (ngx_omniroute_plan_exclude(ctx, cand->route, reason, 1000)
+            if (ngx_omniroute_plan_exclude(ctx, cand->route, reason, 1000,
+                                           OR_WAIT_KIND_TRANSIENT)
                 != NGX_OK)
             {
                 return NGX_ERROR;
@@ -291,7 +381,7 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
             continue;
         }
 
-        if (ngx_omniroute_acquire_slot(r, cand, &counter) == NGX_OK) {
+        if (ngx_omniroute_acquire_slot(r, ctx, cand, counters) == NGX_OK) {
             break;
         }
 
@@ -301,8 +391,12 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     a = ngx_array_push(&ctx->attempts);
     if (a == NULL) {
-        if (counter) {
-            (void) ngx_atomic_fetch_add(counter, -1);
+        if (counters[0]) {
+            (void) ngx_atomic_fetch_add(counters[0], -1);
+        }
+
+        if (counters[1]) {
+            (void) ngx_atomic_fetch_add(counters[1], -1);
         }
 
         return NGX_ERROR;
@@ -313,7 +407,7 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     a->start = ngx_omniroute_now();
     ctx->current = a;
 
-    if (ngx_omniroute_hold_slot(r, a, counter) != NGX_OK
+    if (ngx_omniroute_hold_slot(r, a, counters) != NGX_OK
         || ngx_omniroute_attempt_url(r, ctx, cand->provider) != NGX_OK)
     {
         return NGX_ERROR;
@@ -349,7 +443,84 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     /* the watch over its stream (first-content deadline, stall, rate) */
     ngx_omniroute_stream_attempt(r, ctx, a);
 
+    /* the execution limit and the request's budget */
+    ngx_omniroute_attempt_limit(r, ctx);
+
     return NGX_OK;
+}
+
+
+/*
+ * R-CONC-2, R-REQ-4: an attempt may run execution_max_wait_ms (cut to what
+ * is left of the request budget) before its provider's response header;
+ * then the timer ends it as a timeout.
+ */
+
+static void
+ngx_omniroute_attempt_limit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    int        budget;
+    or_msec_t  ms;
+
+    ms = or_wait_attempt_limit(ctx->global.execution_max_wait_ms,
+                               ngx_omniroute_budget_left(ctx), &budget);
+
+    ctx->exec_cut = budget ? NGX_OMNIROUTE_CUT_BUDGET
+                           : NGX_OMNIROUTE_CUT_EXECUTION;
+    ctx->exec.handler = ngx_omniroute_attempt_expired;
+
+    if (ctx->exec.timer_set) {
+        ngx_del_timer(&ctx->exec);
+    }
+
+    ngx_add_timer(&ctx->exec, (ngx_msec_t) ngx_max(ms, 1));
+}
+
+
+/*
+ * The attempt's time is up before its response header: its upstream
+ * connection is timed out as proxy_read_timeout would (the proxy module
+ * finalizes the subrequest with 504, the post-subrequest handler records
+ * it once).  Not connected yet (resolving): a little later.
+ */
+
+static void
+ngx_omniroute_attempt_expired(ngx_event_t *ev)
+{
+    ngx_connection_t         *pc;
+    ngx_http_request_t       *r;
+    ngx_http_upstream_t      *u;
+    ngx_omniroute_ctx_t      *ctx;
+    ngx_omniroute_attempt_t  *a;
+
+    r = ev->data;
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+    a = ctx->current;
+
+    if (a == NULL || a->done || a->header_seen || a->sr == NULL) {
+        return;
+    }
+
+    u = a->sr->upstream;
+
+    if (u == NULL || u->peer.connection == NULL) {
+        ngx_add_timer(ev, 100);
+        return;
+    }
+
+    a->limit = ctx->exec_cut;
+
+    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                  "omniroute: attempt on \"%V\" ended after %L ms: %s",
+                  &a->cand->conn->id, (int64_t) (ngx_omniroute_now()
+                                                  - a->start),
+                  a->limit == NGX_OMNIROUTE_CUT_BUDGET
+                  ? "the request budget is spent"
+                  : "execution_max_wait_ms reached");
+
+    pc = u->peer.connection;
+    pc->read->timedout = 1;
+    pc->read->handler(pc->read);
 }
 
 
@@ -496,6 +667,13 @@ ngx_omniroute_attempt_done(ngx_http_request_t *sr, void *data, ngx_int_t rc)
     ngx_omniroute_stats_attempt_end(sr, a);
     ngx_omniroute_stream_done(ctx, a, rc);
 
+    if (ctx->exec.timer_set) {
+        ngx_del_timer(&ctx->exec);
+    }
+
+    /* the provider got the whole request (a timeout may be a generation) */
+    a->body_sent = (sr->upstream && sr->upstream->request_body_sent);
+
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
                    "omniroute attempt done: rc:%i state:%d status:%ui "
                    "upstream:%i", rc, a->state, a->status, a->upstream_rc);
@@ -573,7 +751,18 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
     /* a held error or a transport failure: classify and record it once */
 
     ngx_omniroute_classify(r, a);
-    ngx_omniroute_record_failure(r, a);
+
+    if (a->limit == NGX_OMNIROUTE_CUT_BUDGET) {
+        /* the request's time is up; not the connection's fault */
+        ngx_omniroute_count_attempt(r, a, a->verdict.reason);
+
+    } else {
+        ngx_omniroute_record_failure(r, a);
+    }
+
+    if (ngx_omniroute_timed_out(r, ctx, a) == NGX_OK) {
+        return;
+    }
 
     if (ngx_omniroute_may_fall_over(ctx, a)) {
         ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -599,6 +788,10 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
          * what we have */
     }
 
+    if (ngx_omniroute_retry_later(r, ctx) == NGX_DONE) {
+        return;
+    }
+
     ctx->current = NULL;
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -621,19 +814,154 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
 
     } else {
         ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_UNREACHABLE);
-        rc = ngx_omniroute_send_transport_error(r, ctx, a);
+        rc = a->limit ? ngx_omniroute_send_cut(r, ctx, a)
+                    : ngx_omniroute_send_transport_error(r, ctx, a);
     }
 
     ngx_http_finalize_request(r, rc);
 }
 
 
-/* a queued request's poll: the candidates again, from the first */
+/*
+ * A timeout after the provider got the whole request of a non-streamed
+ * generation is not re-sent to the next connection (it may be generating,
+ * and billing, still), unless omniroute_resend_after_timeout is on; one
+ * the request budget ended is never re-sent.  NGX_OK: answered 504.
+ */
+
+static ngx_int_t
+ngx_omniroute_timed_out(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a)
+{
+    ngx_int_t          rc;
+    or_wait_timeout_t  t;
+
+    if (a->state != NGX_OMNIROUTE_ATTEMPT_TRANSPORT
+        || a->transport != OR_TRANSPORT_TIMEOUT)
+    {
+        return NGX_DECLINED;
+    }
+
+    t.resend = ctx->lcf->resend_after_timeout;
+    t.sent = a->body_sent;
+    t.stream = (ctx->scan.stream.type == OR_JSON_TRUE);
+    t.budget_cut = (a->limit == NGX_OMNIROUTE_CUT_BUDGET);
+
+    if (or_wait_resend(&t)) {
+        return NGX_DECLINED;
+    }
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "omniroute: \"%V\" timed out %s; not sent to another "
+                  "connection", &a->cand->conn->id,
+                  t.budget_cut ? "at the end of the request budget"
+                               : "after it got the whole request");
+
+    ctx->current = NULL;
+
+    ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_UNREACHABLE);
+
+    rc = a->limit ? ngx_omniroute_send_cut(r, ctx, a)
+                : ngx_omniroute_send_transport_error(r, ctx, a);
+
+    ngx_http_finalize_request(r, rc);
+
+    return NGX_OK;
+}
+
+
+/*
+ * R-CONC-3 after dispatch: every attempt of a combo failed with a
+ * transient 429 and no other candidate is left.  Planned again, a
+ * candidate that is eligible by now is tried; when every one is still
+ * excluded, the request waits for the earliest end (within the bounds)
+ * and plans again.  NGX_DONE: it goes on; NGX_DECLINED: answer now.
+ */
+
+static ngx_int_t
+ngx_omniroute_retry_later(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    ngx_int_t                   rc;
+    or_msec_t                   ms;
+    ngx_uint_t                  i;
+    ngx_omniroute_attempt_t    *at;
+    ngx_omniroute_candidate_t  *cand;
+
+    if (ctx->entry == NULL || !ctx->entry->combo || !ctx->entry->wait
+        || !ctx->global.combo_wait
+        || ctx->attempts.nelts >= (ngx_uint_t) ctx->lcf->max_attempts
+        || (ctx->deadline && ngx_omniroute_budget_left(ctx) == 0))
+    {
+        return NGX_DECLINED;
+    }
+
+    at = ctx->attempts.elts;
+
+    for (i = 0; i < ctx->attempts.nelts; i++) {
+        if (at[i].state != NGX_OMNIROUTE_ATTEMPT_HELD
+            || !or_wait_failure_transient(at[i].verdict.reason))
+        {
+            return NGX_DECLINED;
+        }
+    }
+
+    ngx_omniroute_plan_reset(ctx);
+
+    rc = ngx_omniroute_plan_eligible(r, ctx);
+
+    if (rc == NGX_OK) {
+        /*
+         * eligible at once: a candidate whose cooldown ended meanwhile is
+         * tried; one that just answered 429 without cooling down
+         * (disable_cooling) is not hammered again
+         */
+
+        cand = ((ngx_omniroute_candidate_t **)
+                   ctx->candidates.elts)[ctx->next];
+
+        for (i = 0; i < ctx->attempts.nelts; i++) {
+            if (at[i].cand->route == cand->route) {
+                break;
+            }
+        }
+
+        rc = (i < ctx->attempts.nelts) ? NGX_DECLINED
+                                       : ngx_omniroute_start_attempt(r, ctx);
+
+        if (rc == NGX_OK) {
+            return NGX_DONE;
+        }
+    }
+
+    if (rc == NGX_ERROR) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_DONE;
+    }
+
+    if (ngx_omniroute_cooldown_decide(r, ctx, &ms) != OR_WAIT_WAIT) {
+        return NGX_DECLINED;
+    }
+
+    ctx->current = NULL;
+    ctx->wait.handler = ngx_omniroute_cooldown_retry;
+
+    (void) ngx_omniroute_cooldown_wait(r, ctx, ms);
+
+    return NGX_DONE;
+}
+
+
+/*
+ * A queued request's timer: when its turn may have come, the candidates
+ * again from the first; when the queue wait budget is over, 503
+ * SEMAPHORE_TIMEOUT, or past the caps with request_queue.fail_open.
+ */
 
 static void
 ngx_omniroute_queue_retry(ngx_event_t *ev)
 {
     ngx_int_t             rc;
+    ngx_uint_t            over;
     ngx_connection_t     *c;
     ngx_http_request_t   *r;
     ngx_omniroute_ctx_t  *ctx;
@@ -642,12 +970,44 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
     c = r->connection;
     ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
 
-    ngx_omniroute_plan_restart(ctx);
+    rc = ngx_omniroute_queue_poll(r, ctx);
 
-    rc = ngx_omniroute_start_attempt(r, ctx);
-
-    if (rc == NGX_BUSY && ngx_omniroute_queue_wait(ctx) == NGX_OK) {
+    if (rc == NGX_AGAIN) {
         return;
+    }
+
+    over = (rc == NGX_DECLINED);
+
+    if (!over) {
+        ngx_omniroute_plan_restart(ctx);
+
+        rc = ngx_omniroute_start_attempt(r, ctx);
+
+        if (rc == NGX_BUSY) {
+            if (ngx_omniroute_queue_wait(ctx) == NGX_OK) {
+                return;
+            }
+
+            over = 1;
+        }
+    }
+
+    if (over) {
+        /* the queue wait budget is over */
+
+        if (ctx->global.queue_fail_open) {
+            ngx_log_error(NGX_LOG_INFO, c->log, 0,
+                          "omniroute: no concurrency slot within the queue "
+                          "wait budget, dispatched past the caps "
+                          "(request_queue.fail_open)");
+
+            ctx->fail_open = 1;
+            ngx_omniroute_plan_restart(ctx);
+            rc = ngx_omniroute_start_attempt(r, ctx);
+
+        } else {
+            rc = NGX_BUSY;
+        }
     }
 
     ngx_omniroute_queue_leave(ctx);
@@ -667,13 +1027,35 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
         break;
 
     case NGX_DECLINED:
-        ngx_http_finalize_request(r, ngx_omniroute_send_cooling_down(r, ctx));
+        ngx_omniroute_nothing_now(r, ctx);
         break;
 
     default:
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         break;
     }
+
+    ngx_http_run_posted_requests(c);
+}
+
+
+/* a cooldown wait is over: plan afresh and dispatch (R-CONC-3) */
+
+static void
+ngx_omniroute_cooldown_retry(ngx_event_t *ev)
+{
+    ngx_connection_t     *c;
+    ngx_http_request_t   *r;
+    ngx_omniroute_ctx_t  *ctx;
+
+    r = ev->data;
+    c = r->connection;
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    ngx_omniroute_cooldown_over(ctx);
+    ngx_omniroute_plan_reset(ctx);
+
+    ngx_omniroute_dispatch(r, ctx);
 
     ngx_http_run_posted_requests(c);
 }

@@ -20,6 +20,7 @@
 #include "or_json.h"
 #include "or_sse.h"
 #include "or_stream.h"
+#include "or_wait.h"
 
 
 /* what a request knows of a provider: each read once per request */
@@ -57,7 +58,14 @@ typedef struct {
     ngx_omniroute_route_t        *route;
     const char                   *reason;       /* circuit_open, ... */
     or_msec_t                     retry_after;  /* ms; -1: no timer */
+    or_wait_kind_e                kind;         /* may be waited out */
 } ngx_omniroute_excluded_t;
+
+
+/* what ended an attempt before its response header */
+#define NGX_OMNIROUTE_CUT_NONE        0
+#define NGX_OMNIROUTE_CUT_EXECUTION   1     /* execution_max_wait_ms */
+#define NGX_OMNIROUTE_CUT_BUDGET      2     /* request.budget_ms */
 
 
 typedef enum {
@@ -114,6 +122,12 @@ typedef struct {
     unsigned                      rc_seen:1;
     unsigned                      stop:1;       /* its upstream is to end
                                                    now (an error event) */
+    ngx_atomic_t                 *inflight_model;   /* connection|model */
+    ngx_uint_t                    limit;        /* NGX_OMNIROUTE_CUT_*: cut by
+                                                   the execution limit or
+                                                   the budget */
+    ngx_uint_t                    body_sent;    /* the request reached the
+                                                   provider in full */
 } ngx_omniroute_attempt_t;
 
 
@@ -146,13 +160,30 @@ typedef struct {
     ngx_buf_t                    *error_page;   /* JSON for an nginx page */
     ngx_omniroute_provider_state_t
                                  *providers;    /* read so far */
-    ngx_str_t                     pin_key;      /* model|session hash */
-    ngx_event_t                   wait;         /* queued for a slot */
+    ngx_str_t                     pin_key;      /* model|session hash, or
+                                                   model#prefix hash */
+    ngx_msec_t                    pin_ttl;
+    ngx_event_t                   wait;         /* queued for a slot, or
+                                                   waiting out a cooldown */
     or_msec_t                     wait_until;
     ngx_uint_t                    queued;       /* counted in sh->queued */
     ngx_uint_t                    plan_excluded;    /* after planning */
     ngx_uint_t                    saw_full;     /* a candidate was at its
                                                    max_concurrent */
+    ngx_omniroute_global_settings_t
+                                  global;       /* read once per request */
+    or_msec_t                     deadline;     /* request budget; 0: none */
+    or_msec_t                     wait_start;   /* of a cooldown wait */
+    or_msec_t                     waited;       /* in cooldown waits */
+    ngx_event_t                   exec;         /* the attempt's time limit */
+    ngx_uint_t                    exec_cut;     /* NGX_OMNIROUTE_CUT_* when
+                                                   it fires */
+    ngx_str_t                     queue_key;    /* FIFO of this model */
+    uint64_t                      queue_epoch;  /* 0: no ticket */
+    uint64_t                      queue_ticket;
+    unsigned                      capped:1;     /* a route has a cap */
+    unsigned                      fail_open:1;  /* dispatch past the caps */
+    unsigned                      waiting:1;    /* out a cooldown */
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
     ngx_omniroute_stats_req_t    *stats;        /* stats.c */
@@ -222,8 +253,11 @@ void ngx_omniroute_plan_restart(ngx_omniroute_ctx_t *ctx);
 ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a);
 ngx_uint_t ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_plan_reset(ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_route_t *route, const char *reason, or_msec_t retry_after);
+    ngx_omniroute_route_t *route, const char *reason, or_msec_t retry_after,
+    or_wait_kind_e kind);
+or_msec_t ngx_omniroute_budget_left(ngx_omniroute_ctx_t *ctx);
 ngx_omniroute_settings_t *ngx_omniroute_plan_settings(
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
 
@@ -235,19 +269,34 @@ ngx_int_t ngx_omniroute_affinity_pinned(ngx_http_request_t *r,
 void ngx_omniroute_affinity_record(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 
-/* dispatch.c: admission, concurrency slots, the wait queue */
+/*
+ * dispatch.c: admission, concurrency slots, the FIFO wait queue, the
+ * cooldown-aware wait
+ */
 ngx_int_t ngx_omniroute_admit(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand,
     const char **reason);
 ngx_int_t ngx_omniroute_acquire_slot(ngx_http_request_t *r,
-    ngx_omniroute_candidate_t *cand, ngx_atomic_t **counter);
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand,
+    ngx_atomic_t **counters);
 ngx_int_t ngx_omniroute_hold_slot(ngx_http_request_t *r,
-    ngx_omniroute_attempt_t *a, ngx_atomic_t *counter);
+    ngx_omniroute_attempt_t *a, ngx_atomic_t **counters);
 void ngx_omniroute_release_slot(ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_waits_init(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_uint_t ngx_omniroute_queue_ahead(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_queue_enter(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_queue_poll(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_queue_wait(ngx_omniroute_ctx_t *ctx);
 void ngx_omniroute_queue_leave(void *data);
+or_wait_e ngx_omniroute_cooldown_decide(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, or_msec_t *ms);
+ngx_int_t ngx_omniroute_cooldown_wait(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, or_msec_t ms);
+void ngx_omniroute_cooldown_over(ngx_omniroute_ctx_t *ctx);
 
 /* headers.c: an attempt's URL and request headers */
 ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
@@ -275,6 +324,10 @@ ngx_int_t ngx_omniroute_send_transport_error(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_send_rate_limited(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, or_msec_t retry);
+ngx_int_t ngx_omniroute_send_cut(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *message);
 ngx_uint_t ngx_omniroute_json_errors(ngx_http_request_t *r);

@@ -21,6 +21,10 @@
 
 static ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
+static json_t *ngx_omniroute_excluded_json(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, or_msec_t *earliest);
+static ngx_int_t ngx_omniroute_retry_after(ngx_http_request_t *r,
+    or_msec_t ms);
 
 
 typedef struct {
@@ -486,61 +490,14 @@ ngx_int_t
 ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx)
 {
-    u_char                    *p, *target;
-    size_t                     len;
-    json_t                    *doc, *list, *item;
-    or_msec_t                  earliest;
-    ngx_str_t                  name, value;
-    ngx_uint_t                 i, status;
-    const char                *code, *msg;
-    ngx_omniroute_excluded_t  *ex;
+    json_t      *doc, *list;
+    or_msec_t    earliest;
+    ngx_uint_t   status;
+    const char  *code, *msg;
 
-    earliest = -1;
-    ex = ctx->excluded.elts;
-
-    list = json_array();
+    list = ngx_omniroute_excluded_json(r, ctx, &earliest);
     if (list == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    for (i = 0; i < ctx->excluded.nelts; i++) {
-
-        if (ex[i].retry_after >= 0
-            && (earliest < 0 || ex[i].retry_after < earliest))
-        {
-            earliest = ex[i].retry_after;
-        }
-
-        target = ngx_pnalloc(r->pool, ex[i].route->provider->name.len + 1
-                                      + ex[i].route->target->model.len);
-        if (target == NULL) {
-            json_decref(list);
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        len = ngx_sprintf(target, "%V/%V", &ex[i].route->provider->name,
-                          &ex[i].route->target->model)
-              - target;
-
-        item = json_pack("{s:s%,s:s%,s:s}",
-                         "target", target, len,
-                         "connection", ex[i].route->conn->id.data,
-                         ex[i].route->conn->id.len,
-                         "reason", ex[i].reason);
-        if (item == NULL) {
-            json_decref(list);
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        if (ex[i].retry_after >= 0) {
-            json_object_set_new(item, "retry_after_s",
-                                json_integer((ex[i].retry_after + 999)
-                                             / 1000));
-        } else {
-            json_object_set_new(item, "retry_after_s", json_null());
-        }
-
-        json_array_append_new(list, item);
     }
 
     if (earliest >= 0) {
@@ -548,19 +505,7 @@ ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
         code = "all_targets_cooling_down";
         msg = "every target of this model is cooling down; retry later";
 
-        p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
-        if (p == NULL) {
-            json_decref(list);
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        value.data = p;
-        value.len = ngx_sprintf(p, "%L", (int64_t) ngx_max((earliest + 999)
-                                                            / 1000, 1))
-                    - p;
-        ngx_str_set(&name, "Retry-After");
-
-        if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
+        if (ngx_omniroute_retry_after(r, earliest) != NGX_OK) {
             json_decref(list);
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
@@ -584,4 +529,167 @@ ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     }
 
     return ngx_omniroute_send_json(r, status, doc);
+}
+
+
+/*
+ * R-CONC-3: every target of a combo is in a transient cooldown or lockout
+ * and waiting is not allowed (off, too long, no attempt or budget left):
+ * 429 rate_limit_error with retry_after (s) and reset_at (ms since the
+ * epoch) of the earliest transient expiry, Retry-After, and the
+ * diagnostics.
+ */
+
+ngx_int_t
+ngx_omniroute_send_rate_limited(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, or_msec_t retry)
+{
+    json_t     *doc, *list;
+    or_msec_t   earliest;
+
+    list = ngx_omniroute_excluded_json(r, ctx, &earliest);
+    if (list == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (ngx_omniroute_retry_after(r, retry) != NGX_OK) {
+        json_decref(list);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    /* counted as cooling_down: the request met nothing but cooldowns */
+    ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_COOLING_DOWN);
+
+    doc = json_pack("{s:{s:s,s:s,s:s,s:I,s:I},s:{s:o}}",
+                    "error",
+                    "message", "every target of this combo is rate limited "
+                               "for a moment; retry after retry_after "
+                               "seconds",
+                    "type", "rate_limit_error",
+                    "code", "all_targets_rate_limited",
+                    "retry_after", (json_int_t) ngx_max((retry + 999) / 1000,
+                                                        1),
+                    "reset_at", (json_int_t) (ngx_omniroute_now() + retry),
+                    "diagnostics", "excluded", list);
+    if (doc == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_omniroute_send_json(r, NGX_HTTP_TOO_MANY_REQUESTS, doc);
+}
+
+
+/*
+ * An attempt the gateway ended before its response header (R-CONC-2,
+ * R-REQ-4): 504 RATE_LIMIT_EXECUTION_TIMEOUT after execution_max_wait_ms,
+ * 504 request_budget_exceeded at the end of the request budget.
+ */
+
+ngx_int_t
+ngx_omniroute_send_cut(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a)
+{
+    if (ngx_omniroute_add_route_headers(r, ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (a->limit == NGX_OMNIROUTE_CUT_BUDGET) {
+        return ngx_omniroute_send_error(r, NGX_HTTP_GATEWAY_TIME_OUT,
+                                        "timeout_error",
+                                        "request_budget_exceeded",
+                                        "the request's time budget is "
+                                        "spent");
+    }
+
+    return ngx_omniroute_send_error(r, NGX_HTTP_GATEWAY_TIME_OUT,
+                                    "timeout_error",
+                                    "RATE_LIMIT_EXECUTION_TIMEOUT",
+                                    "the provider did not answer within "
+                                    "the execution time limit");
+}
+
+
+/* diagnostics.excluded, and the earliest expiry of a timer (-1: none) */
+
+static json_t *
+ngx_omniroute_excluded_json(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    or_msec_t *earliest)
+{
+    u_char                    *target;
+    size_t                     len;
+    json_t                    *list, *item;
+    ngx_uint_t                 i;
+    ngx_omniroute_excluded_t  *ex;
+
+    *earliest = -1;
+    ex = ctx->excluded.elts;
+
+    list = json_array();
+    if (list == NULL) {
+        return NULL;
+    }
+
+    for (i = 0; i < ctx->excluded.nelts; i++) {
+
+        if (ex[i].retry_after >= 0
+            && (*earliest < 0 || ex[i].retry_after < *earliest))
+        {
+            *earliest = ex[i].retry_after;
+        }
+
+        target = ngx_pnalloc(r->pool, ex[i].route->provider->name.len + 1
+                                      + ex[i].route->target->model.len);
+        if (target == NULL) {
+            json_decref(list);
+            return NULL;
+        }
+
+        len = ngx_sprintf(target, "%V/%V", &ex[i].route->provider->name,
+                          &ex[i].route->target->model)
+              - target;
+
+        item = json_pack("{s:s%,s:s%,s:s}",
+                         "target", target, len,
+                         "connection", ex[i].route->conn->id.data,
+                         ex[i].route->conn->id.len,
+                         "reason", ex[i].reason);
+        if (item == NULL) {
+            json_decref(list);
+            return NULL;
+        }
+
+        if (ex[i].retry_after >= 0) {
+            json_object_set_new(item, "retry_after_s",
+                                json_integer((ex[i].retry_after + 999)
+                                             / 1000));
+        } else {
+            json_object_set_new(item, "retry_after_s", json_null());
+        }
+
+        json_array_append_new(list, item);
+    }
+
+    return list;
+}
+
+
+/* Retry-After: ms rounded up to seconds, at least 1 */
+
+static ngx_int_t
+ngx_omniroute_retry_after(ngx_http_request_t *r, or_msec_t ms)
+{
+    u_char     *p;
+    ngx_str_t   name, value;
+
+    p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    value.data = p;
+    value.len = ngx_sprintf(p, "%L", (int64_t) ngx_max((ms + 999) / 1000, 1))
+                - p;
+    ngx_str_set(&name, "Retry-After");
+
+    return ngx_omniroute_add_header(r, &name, &value);
 }
