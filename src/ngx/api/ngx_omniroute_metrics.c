@@ -703,7 +703,7 @@ ngx_omniroute_metrics_labelled(ngx_omniroute_metrics_buf_t *mb,
     ngx_omniroute_metrics_pairs(mb, call, NGX_OMNIROUTE_M_FALLBACKS);
 
     ngx_omniroute_metrics_head(mb, "omniroute_tokens_total", "counter",
-                               "Tokens of non-streamed answers as the "
+                               "Tokens of answers (streamed too) as the "
                                "provider reported them, by type (prompt, "
                                "completion, cached, reasoning).");
     ngx_omniroute_metrics_pairs(mb, call, NGX_OMNIROUTE_M_TOKENS);

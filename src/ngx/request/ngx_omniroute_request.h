@@ -338,6 +338,8 @@ ngx_int_t ngx_omniroute_stats_init(ngx_conf_t *cf);
 void ngx_omniroute_count(ngx_http_request_t *r, ngx_uint_t outcome);
 void ngx_omniroute_count_fallback(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
+void ngx_omniroute_stats_event(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a, const char *data, size_t len);
 void ngx_omniroute_count_attempt(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a, or_reason_e reason);
 void ngx_omniroute_count_restatement(ngx_http_request_t *r,

@@ -30,7 +30,10 @@
 struct ngx_omniroute_stats_req_s {
     or_usage_t                    usage;
     ngx_uint_t                    scanning;     /* the committed answer is
-                                                   JSON */
+                                                   JSON, or a stream with
+                                                   usage events */
+    void                         *stream;       /* the attempt whose
+                                                   stream events fed it */
     ngx_uint_t                    counted;      /* an outcome was counted */
 };
 
@@ -502,6 +505,82 @@ ngx_omniroute_stats_body(ngx_http_request_t *r, ngx_chain_t *in)
             return;
         }
     }
+}
+
+
+/*
+ * An event of an attempt's stream (r: the attempt): the usage it carries,
+ * if any — the usage-only chunk of Chat Completions, Anthropic's
+ * message_start (input) and message_delta (output), the Responses API's
+ * response.completed.  The "usage" object is the last one of the event's
+ * data (its text cannot hold an unescaped quote); each count keeps the
+ * largest value seen, as the formats repeat or grow them.
+ */
+
+void
+ngx_omniroute_stats_event(ngx_http_request_t *r, ngx_omniroute_attempt_t *a,
+    const char *data, size_t len)
+{
+    size_t                      k;
+    const char                 *p, *key;
+    or_usage_t                  u;
+    ngx_omniroute_ctx_t        *ctx;
+    ngx_omniroute_stats_req_t  *st;
+
+    if (len < sizeof("\"usage\":{}") - 1 || ngx_omniroute_mzone(r) == NULL) {
+        return;
+    }
+
+    key = NULL;
+
+    for (p = data; p + sizeof("\"usage\"") - 1 <= data + len; p++) {
+        p = (const char *) ngx_strlcasestrn((u_char *) p,
+                                            (u_char *) data + len,
+                                            (u_char *) "\"usage\"",
+                                            sizeof("\"usage\"") - 2);
+        if (p == NULL) {
+            break;
+        }
+
+        key = p;
+    }
+
+    if (key == NULL) {
+        return;
+    }
+
+    /* {"usage": {...} ...: the object's own members end the scan */
+
+    or_usage_init(&u, 0);
+    or_usage_feed(&u, "{", 1);
+    or_usage_feed(&u, key, data + len - key);
+
+    if (!or_usage_found(&u)) {
+        return;
+    }
+
+    ctx = ngx_http_get_module_ctx(r->main, ngx_http_omniroute_module);
+    st = ctx ? ngx_omniroute_stats_req(r, ctx) : NULL;
+
+    if (st == NULL) {
+        return;
+    }
+
+    if (st->stream != a) {
+        /* the attempt's first: a fallover's usage does not carry over */
+        or_usage_init(&st->usage, 0);
+        st->stream = a;
+    }
+
+    for (k = 0; k < OR_USAGE_KINDS; k++) {
+        if ((u.seen & (1u << k)) && u.tokens[k] >= st->usage.tokens[k]) {
+            st->usage.tokens[k] = u.tokens[k];
+            st->usage.seen |= 1u << k;
+        }
+    }
+
+    st->usage.found = 1;
+    st->scanning = 1;
 }
 
 

@@ -533,6 +533,11 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     or_watch_event(&ctx->watch, ev, now);
 
+    if (ev->data_len && !ev->truncated) {
+        /* the token usage a stream reports (metrics) */
+        ngx_omniroute_stats_event(sr, a, ev->data, ev->data_len);
+    }
+
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
                    "omniroute stream: %s event (%s)%s, %uz bytes",
                    or_sse_kind_name(ev->kind), or_sse_format_name(ev->format),
