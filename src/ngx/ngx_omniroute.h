@@ -134,6 +134,9 @@ typedef struct ngx_omniroute_main_conf_s {
     ngx_shm_zone_t               *shm_zone;
     ngx_omniroute_store_t         store;
     ngx_uint_t                    track_inflight;   /* a strategy needs it */
+
+    /* client keys and leases, or NULL (conf/ngx_omniroute_keys_conf.c) */
+    struct ngx_omniroute_keys_conf_s  *keys;
 } ngx_omniroute_main_conf_t;
 
 
@@ -144,6 +147,10 @@ typedef struct {
     size_t                        error_body_max;
     ngx_flag_t                    stream_probe;
     ngx_msec_t                    session_affinity;     /* 0: off */
+
+    /* omniroute_client_keys (NULL: unset), omniroute_session_leases */
+    struct ngx_omniroute_keys_loc_s  *client_keys;
+    ngx_uint_t                    session_leases;
 } ngx_omniroute_loc_conf_t;
 
 

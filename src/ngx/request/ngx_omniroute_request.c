@@ -43,16 +43,6 @@ ngx_omniroute_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    if (r->method != NGX_HTTP_POST) {
-        rc = ngx_http_discard_request_body(r);
-        if (rc != NGX_OK) {
-            return rc;
-        }
-
-        /* answered as JSON by ngx_omniroute_json_error_page() */
-        return NGX_HTTP_NOT_ALLOWED;
-    }
-
     ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
     if (ctx == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -62,6 +52,23 @@ ngx_omniroute_handler(ngx_http_request_t *r)
     ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
 
     ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
+
+    /* client keys, their paths, lease headers: before any body work */
+
+    rc = ngx_omniroute_auth(r, ctx);
+    if (rc != NGX_DECLINED) {
+        return rc;
+    }
+
+    if (r->method != NGX_HTTP_POST) {
+        rc = ngx_http_discard_request_body(r);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+        /* answered as JSON by ngx_omniroute_json_error_page() */
+        return NGX_HTTP_NOT_ALLOWED;
+    }
 
     r->request_body_in_single_buf = 1;
 
@@ -96,7 +103,15 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
     rc = ngx_omniroute_scan_body(r, ctx);
 
     if (rc == NGX_OK) {
+        rc = ngx_omniroute_auth_model(r, ctx);      /* the key's models */
+    }
+
+    if (rc == NGX_OK) {
         rc = ngx_omniroute_plan_routes(r, ctx);
+    }
+
+    if (rc == NGX_OK) {
+        rc = ngx_omniroute_auth_routes(r, ctx);     /* its connections */
     }
 
     if (rc != NGX_OK) {
@@ -261,6 +276,7 @@ ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 static ngx_int_t
 ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
+    or_msec_t                   retry;
     const char                 *reason;
     ngx_atomic_t               *counter;
     ngx_http_request_t         *sr;
@@ -280,6 +296,20 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
         if (ngx_omniroute_admit(r, ctx, cand, &reason) != NGX_OK) {
             if (ngx_omniroute_plan_exclude(ctx, cand->route, reason, 1000)
+                != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+
+            continue;
+        }
+
+        /* leases: another's connection, or no longer this lease's */
+
+        if (ngx_omniroute_lease_admit(r, ctx, cand, &reason, &retry)
+            != NGX_OK)
+        {
+            if (ngx_omniroute_plan_exclude(ctx, cand->route, reason, retry)
                 != NGX_OK)
             {
                 return NGX_ERROR;

@@ -17,7 +17,22 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute.h"
+#include "ngx_omniroute_keys.h"
 #include "or_json.h"
+#include "or_lease.h"
+
+
+/*
+ * The client key of a request and the lease it presents (auth.c,
+ * lease.c); ctx->auth is NULL when no client key applies.
+ */
+typedef struct {
+    ngx_omniroute_client_key_t   *key;
+    ngx_uint_t                    managed;      /* lease headers given */
+    u_char                        owner[OR_LEASE_HASH_LEN];
+    uint64_t                      generation;
+    or_lease_t                    lease;        /* as the check read it */
+} ngx_omniroute_auth_t;
 
 
 /* what a request knows of a provider: each read once per request */
@@ -121,6 +136,7 @@ typedef struct {
                                                    max_concurrent */
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
+    ngx_omniroute_auth_t         *auth;         /* client key (auth.c) */
 } ngx_omniroute_ctx_t;
 
 
@@ -131,6 +147,37 @@ typedef struct {
  */
 
 /* request.c: content handler, body, the attempt loop */
+
+/*
+ * auth.c: client keys (R-LEASE-1): the key (401), the location's keys
+ * and the key's paths (403) and lease headers, before any body work;
+ * the key's models once the body is scanned; its connections (and a
+ * lease's) filter the routes.  NGX_DECLINED: go on.
+ */
+ngx_int_t ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_auth_model(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_auth_routes(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_auth_add_variables(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_auth_init(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_auth_reject(ngx_http_request_t *r,
+    ngx_uint_t status, const char *code, const char *message);
+
+/*
+ * lease.c: exclusive leases (R-LEASE-2..4): the lease headers of a
+ * managed request (NGX_DECLINED: go on), the dispatch check of each
+ * candidate (NGX_DECLINED with a reason and retry: not this one), the
+ * answer when leases left nothing (NGX_DECLINED: not a lease matter),
+ * and the lifecycle endpoint (ngx_omniroute_lease_handler, keys.h).
+ */
+ngx_int_t ngx_omniroute_lease_auth(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_lease_admit(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand,
+    const char **reason, or_msec_t *retry);
+ngx_int_t ngx_omniroute_lease_unavailable(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
 
 /* plan.c: model and routes, eligibility, strategy order, settings */
 ngx_int_t ngx_omniroute_plan_routes(ngx_http_request_t *r,

@@ -365,8 +365,16 @@ ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     or_msec_t                  earliest;
     ngx_str_t                  name, value;
     ngx_uint_t                 i, status;
+    ngx_int_t                  rc;
     const char                *code, *msg;
     ngx_omniroute_excluded_t  *ex;
+
+    /* exclusive leases left the candidates out (lease.c) */
+
+    rc = ngx_omniroute_lease_unavailable(r, ctx);
+    if (rc != NGX_DECLINED) {
+        return rc;
+    }
 
     earliest = -1;
     ex = ctx->excluded.elts;
