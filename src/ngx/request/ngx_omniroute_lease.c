@@ -203,9 +203,11 @@ ngx_omniroute_lease_body_handler(ngx_http_request_t *r)
     lr->op.now = ngx_omniroute_now();
     lr->op.ttl = (or_msec_t) kc->lease_ttl;
 
+    /* NGX_DECLINED: valid; anything else: answered */
+
     rc = ngx_omniroute_lease_parse(lr, &body);
 
-    if (rc != NGX_OK) {
+    if (rc != NGX_DECLINED) {
         ngx_http_finalize_request(r, rc);
         return;
     }
@@ -255,7 +257,8 @@ ngx_omniroute_lease_body_handler(ngx_http_request_t *r)
 
 /*
  * The body: {"action", "owner"?, "generation"?, "ttl_s"?, "connection"?}
- * validated as a whole before anything is done.
+ * validated as a whole before anything is done.  NGX_DECLINED: valid;
+ * else the request was answered (with what to finalize it).
  */
 
 static ngx_int_t
@@ -493,7 +496,7 @@ ngx_omniroute_lease_parse(ngx_omniroute_lease_req_t *lr, ngx_str_t *body)
 
     json_decref(doc);
 
-    return NGX_OK;
+    return NGX_DECLINED;
 
 missing:
 

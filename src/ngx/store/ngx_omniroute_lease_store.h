@@ -88,7 +88,9 @@ typedef void (*ngx_omniroute_lease_done_pt)(void *data,
  * by the Redis lease link when omniroute_redis is configured, else NULL.
  * run(): NGX_DONE (done() is called later with op answered or
  * op->failed), or NGX_DECLINED (the backend is down: nothing sent).
- * cancel(): the caller went away; done() is not called.
+ * cancel(): the caller went away; done() is not called.  With done NULL
+ * (fire and forget) the backend owns op, allocated with ngx_alloc() in
+ * one piece with what it points to, and frees it with ngx_free().
  */
 typedef struct {
     ngx_int_t                   (*run)(ngx_omniroute_lease_op_t *op,
