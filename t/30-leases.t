@@ -387,7 +387,8 @@ is(infer($LK, $OWNER, 3)->{headers}{'x-omniroute-connection'}, 'a2',
 $doc = admin_leases();
 is($doc->{count}, 1, 'the admin API lists the active lease');
 is_deeply([map { [$_->{connection}, $_->{key}, $_->{generation}] }
-           @{$doc->{leases}}], [['a2', 'lk', 3]], 'connection, key, generation');
+           @{$doc->{leases}}], [['a2', 'lk', 3]],
+          'connection, key, generation');
 ok(!grep({ /owner|hash/ } map { keys %$_ } @{$doc->{leases}}),
    'no owner, no hash');
 

@@ -267,7 +267,8 @@ is_deeply([grep { $redis->cmd('PTTL', $_) <= 0 } @lease_keys], [],
 my $logs = join '', map { $_->error_log . $_->read_file('logs/access.log') }
                     $na, $nb;
 my $api = join '', map { $_->get(gw($_), '/admin/api/resilience/leases')
-                           ->{body} . $_->get(gw($_), '/admin/metrics')->{body} }
+                           ->{body}
+                         . $_->get(gw($_), '/admin/metrics')->{body} }
                    $na, $nb;
 ok(@tokens >= 3, scalar(@tokens) . ' owner tokens made');
 is(scalar(grep { index($dump, $_) >= 0 } @tokens), 0,

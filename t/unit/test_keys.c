@@ -59,7 +59,8 @@ main(void)
           "R-LEASE-1 another path");
     or_ok(!or_keys_match_path(paths, 2, "/v1/Chat/completions", 20),
           "R-LEASE-1 paths are case-sensitive");
-    or_ok(or_keys_match_path(root, 1, "/anything", 9), "R-LEASE-1 / allows all");
+    or_ok(or_keys_match_path(root, 1, "/anything", 9),
+          "R-LEASE-1 / allows all");
     or_ok(or_keys_match_path(NULL, 0, "/x", 2), "R-LEASE-1 no list allows all");
 
     /* bearer */

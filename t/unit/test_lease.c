@@ -11,6 +11,9 @@
 #include "or_lease.h"
 
 
+#define A42  "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+
 static void
 owner_of(uint8_t *o, int c)
 {
@@ -196,15 +199,16 @@ main(void)
               "R-LEASE-2 base64url of 32 zero bytes");
 
     or_ok(!or_lease_token_valid(tok, 46), "R-LEASE-2 too short: invalid");
-    or_ok(!or_lease_token_valid("vlx_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-                                47), "R-LEASE-2 another prefix: invalid");
-    or_ok(!or_lease_token_valid("vlo_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
-                                47), "R-LEASE-2 padding: invalid");
-    or_ok(!or_lease_token_valid("vlo_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA+",
-                                47), "R-LEASE-2 base64 (not url): invalid");
-    or_ok(!or_lease_token_valid("vlo_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB",
-                                47), "R-LEASE-2 a non-canonical last "
-                                     "character: invalid");
+    or_ok(!or_lease_token_valid("vlx_" A42 "A", 47),
+          "R-LEASE-2 another prefix: invalid");
+    or_ok(!or_lease_token_valid("vlo_" A42 "=", 47),
+          "R-LEASE-2 padding: invalid");
+    or_ok(!or_lease_token_valid("vlo_" A42 "+", 47),
+          "R-LEASE-2 base64 (not url): invalid");
+    or_ok(!or_lease_token_valid("vlo_" A42 "B", 47),
+          "R-LEASE-2 a non-canonical last character: invalid");
+    or_ok(or_lease_token_valid("vlo_" A42 "E", 47),
+          "R-LEASE-2 a canonical last character: valid");
 
     /* generations */
 
@@ -217,8 +221,10 @@ main(void)
     or_ok(!or_lease_parse_generation("0", 1, &gen), "R-LEASE-3 0: invalid");
     or_ok(!or_lease_parse_generation("01", 2, &gen),
           "R-LEASE-3 a leading zero: invalid");
-    or_ok(!or_lease_parse_generation("-1", 2, &gen), "R-LEASE-3 a sign: invalid");
-    or_ok(!or_lease_parse_generation(" 1", 2, &gen), "R-LEASE-3 a space: invalid");
+    or_ok(!or_lease_parse_generation("-1", 2, &gen),
+          "R-LEASE-3 a sign: invalid");
+    or_ok(!or_lease_parse_generation(" 1", 2, &gen),
+          "R-LEASE-3 a space: invalid");
     or_ok(!or_lease_parse_generation("", 0, &gen), "R-LEASE-3 empty: invalid");
     or_ok(!or_lease_parse_generation("12345678901234567", 17, &gen),
           "R-LEASE-3 17 digits: invalid");

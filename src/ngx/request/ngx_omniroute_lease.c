@@ -712,7 +712,8 @@ ngx_omniroute_lease_answer(ngx_omniroute_lease_req_t *lr)
                                         "current one");
 
     case OR_LEASE_EXPIRED:
-        return ngx_omniroute_lease_fail(r, NGX_OMNIROUTE_HTTP_GONE, "lease_expired",
+        return ngx_omniroute_lease_fail(r, NGX_OMNIROUTE_HTTP_GONE,
+                                        "lease_expired",
                                         "the lease has expired; acquire it "
                                         "again");
 
@@ -939,7 +940,8 @@ ngx_omniroute_lease_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                                          "the lease generation is stale");
 
     case OR_LEASE_EXPIRED:
-        return ngx_omniroute_auth_reject(r, NGX_OMNIROUTE_HTTP_GONE, "lease_expired",
+        return ngx_omniroute_auth_reject(r, NGX_OMNIROUTE_HTTP_GONE,
+                                         "lease_expired",
                                          "the lease has expired");
 
     default:
