@@ -96,6 +96,20 @@ EOF
     unlike($out, qr/\Q$KEY_FULL\E|short-key/, 'and never the key');
 }
 
+for my $loc ('omniroute_pass; omniroute_session_leases;',
+             'omniroute_session_leases; omniroute_pass;')
+{
+    $t->config($COMMON . <<"EOF");
+    omniroute_client_key k1 sha256=$HASH connections=a1
+                         scope=lease:exclusive;
+    server { listen 127.0.0.1:%%PORT_gw%%; location /l { $loc } }
+EOF
+    my ($rc, $out) = $t->test_config;
+    isnt($rc, 0, "rejected: $loc");
+    like($out, qr/"omniroute_session_leases" cannot be used in an/,
+         'a lease endpoint is not a gateway location');
+}
+
 $t->config($COMMON . <<"EOF");
     omniroute_client_key k1 sha256=$HASH;
     server { listen 127.0.0.1:%%PORT_gw%%;

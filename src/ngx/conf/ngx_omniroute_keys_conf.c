@@ -834,6 +834,13 @@ ngx_omniroute_keys_merge(ngx_conf_t *cf, ngx_omniroute_loc_conf_t *prev,
     }
 
     if (conf->session_leases) {
+        if (conf->pass_uri.data) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"omniroute_session_leases\" cannot be used "
+                               "in an \"omniroute_pass\" location");
+            return NGX_CONF_ERROR;
+        }
+
         if (kc == NULL || kc->lease_keys == 0) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "\"omniroute_session_leases\" needs an "
