@@ -106,7 +106,7 @@ for my $loc ('omniroute_pass; omniroute_session_leases;',
 EOF
     my ($rc, $out) = $t->test_config;
     isnt($rc, 0, "rejected: $loc");
-    like($out, qr/"omniroute_session_leases" cannot be used in an/,
+    like($out, qr/"omniroute_session_leases"( directive)? cannot be used in/,
          'a lease endpoint is not a gateway location');
 }
 
