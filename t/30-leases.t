@@ -31,7 +31,9 @@ my $LK = 'sk-lease-key-one-0123456789';
 my $LK2 = 'sk-lease-key-two-0123456789';
 my $PLAIN = 'sk-plain-key-000-0123456789';
 
-$t->write_file("key-$_", "sk-up-$_\n") for qw(a1 a2 b1);
+$t->write_file("key-$_", "sk-up-$_\n") for qw(a1 a2);
+$t->write_file('key-b1', "sk-up-b1~status=503\n");
+$t->write_file('free', "sk-free-key-000-0123456789\n");
 $t->write_file('lk', "$LK\n");
 $t->write_file('lk2', "$LK2\n");
 $t->write_file('plain', "$PLAIN\n");
@@ -53,6 +55,9 @@ $t->config(<<'EOF');
     omniroute_client_key lk2 file=%%TESTDIR%%/lk2 connections=a1,a2
                          scope=lease:exclusive;
     omniroute_client_key plain file=%%TESTDIR%%/plain connections=a1,a2;
+    omniroute_client_key free file=%%TESTDIR%%/free;
+
+    omniroute_combo mixed alpha/m beta/m;
 
     omniroute_lease_ttl 30s max=60s;
 
@@ -132,6 +137,8 @@ sub state_of { encode_json([sort map { "$_->{connection}:$_->{key}:"
                             @{admin_leases()->{leases}}]) }
 
 sub seen { scalar @{$m->requests} }
+
+sub code_of { (OmniTest::json($_[0]) || {})->{error}{code} // '' }
 
 # the shared memory of a worker: every rw-s mapping
 sub shm_dump {
@@ -231,6 +238,19 @@ like($r->{headers}{'retry-after'}, qr/^[12]$/, 'with Retry-After');
 
 is(infer($PLAIN, undef, undef, model => 'beta/m')->{status}, 403,
    'a model on no connection of the key keeps its own answer (403)');
+
+# b1 fails and cools down: with a1 and a2 leased, "mixed" has no free
+# candidate (429); "beta/m" has none at all, leases or not (503)
+
+my $FREE = 'sk-free-key-000-0123456789';
+is(infer($FREE, undef, undef, model => 'beta/m')->{status}, 503,
+   'b1 fails (the provider\'s 503)');
+is(code_of(infer($FREE, undef, undef, model => 'beta/m')),
+   'all_targets_cooling_down',
+   'R-LEASE-4 ordinary empty eligibility keeps its 503');
+$r = infer($FREE, undef, undef, model => 'mixed');
+is(code_of($r), 'lease-capacity-unavailable',
+   'R-LEASE-4 leased and cooling candidates: 429');
 
 # expiry
 
