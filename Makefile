@@ -3,10 +3,16 @@
 #   make deps    install the Debian packages to build and run (idempotent)
 #   make test-deps  ... and those the tests, benchmarks and fuzzing need
 #   make         build build/nginx/ngx_http_omniroute_module.so
+#   make test-build  build/nginx-test/ngx_http_omniroute_module.so: the same
+#                with test-only handlers (omniroute_redis_debug)
 #   make test    unit tests (plain and ASan/UBSan) + integration tests (prove)
 #   make demo    start nginx in the foreground on 127.0.0.1:8080 (demo config)
-#   make bench   wrk: module vs plain proxy_pass, failover, Redis mirror
-#   make fuzz    libFuzzer targets under fuzz/, FUZZ_SECONDS each
+#   make bench   wrk: module vs plain proxy_pass (real bodies, rewrite, SSE,
+#                pool size, memory), failover, Redis mirror; BENCH= picks
+#                scripts, knobs in bench/run.sh, e.g.
+#                make bench BENCH=run CASES="tiny pool" DURATION=10
+#   make fuzz    libFuzzer targets under fuzz/ (ASan, UBSan), FUZZ_SECONDS
+#                each; make fuzz-plain: the same without sanitizers
 
 SHELL      := /bin/bash
 TOP        := $(CURDIR)
@@ -14,6 +20,9 @@ BUILD      := $(TOP)/build
 NGX_SRC    := /usr/share/nginx/src
 NGX_BUILD  := $(BUILD)/nginx
 MODULE_SO  := $(NGX_BUILD)/ngx_http_omniroute_module.so
+# the test build: configured with OMNIROUTE_TEST=1 (see config)
+NGX_TBUILD := $(BUILD)/nginx-test
+TEST_SO    := $(NGX_TBUILD)/ngx_http_omniroute_module.so
 
 DEB_PKGS   := nginx nginx-dev libhiredis-dev libjansson-dev libssl-dev \
               libpcre2-dev zlib1g-dev gcc make perl openssl curl
@@ -28,19 +37,24 @@ UNIT_BINS  := $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 ASAN_BINS  := $(patsubst t/unit/%.c,$(BUILD)/unit-asan/%,$(UNIT_SRCS))
 FUZZ_SRCS  := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BINS  := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+FUZZ_PLAIN := $(patsubst fuzz/%.c,$(BUILD)/fuzz-plain/%,$(FUZZ_SRCS))
 
 CORE_CFLAGS := -std=gnu99 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
                -Isrc/core -It/unit
 ASAN_FLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer \
                -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
+BENCH       ?= run failover cluster
 PROVE_ARGS  ?=
 
-.PHONY: all build deps test-deps unit test itest demo bench fuzz clean
+.PHONY: all build test-build deps test-deps unit test itest demo bench \
+        fuzz fuzz-plain clean
 
 all: build
 
 build: $(MODULE_SO)
+
+test-build: $(TEST_SO)
 
 deps:
 	@$(MAKE) -s install-pkgs PKGS="$(DEB_PKGS)"
@@ -69,19 +83,32 @@ ALL_SRCS   := $(sort $(CORE_SRCS) $(NGX_SRCS) $(CORE_HDRS) $(NGX_HDRS))
 $(shell mkdir -p $(BUILD); echo '$(ALL_SRCS)' | cmp -s - $(BUILD)/srclist \
     || echo '$(ALL_SRCS)' > $(BUILD)/srclist)
 
+# configure in nginx's source tree, everything written under --builddir
+# (OMNIROUTE_TEST=1 in the environment: the test build)
+NGX_CONFIGURE = source $(NGX_SRC)/conf_flags && cd $(NGX_SRC) && \
+	    ./configure "$${NGX_CONF_FLAGS[@]}" \
+	        --with-cc-opt="-g -O2 -fstack-protector-strong -Wformat -Werror=format-security -fPIC -D_FORTIFY_SOURCE=2 -Werror" \
+	        --add-dynamic-module=$(TOP) --builddir=$(1) \
+	        > $(1)/configure.log 2>&1 \
+	    || { tail -30 $(1)/configure.log; exit 1; }
+
 $(NGX_BUILD)/Makefile: config $(BUILD)/srclist
 	@test -x $(NGX_SRC)/configure || $(MAKE) deps
 	mkdir -p $(NGX_BUILD)
-	source $(NGX_SRC)/conf_flags && cd $(NGX_SRC) && \
-	    ./configure "$${NGX_CONF_FLAGS[@]}" \
-	        --with-cc-opt="-g -O2 -fstack-protector-strong -Wformat -Werror=format-security -fPIC -D_FORTIFY_SOURCE=2 -Werror" \
-	        --add-dynamic-module=$(TOP) --builddir=$(NGX_BUILD) \
-	        > $(NGX_BUILD)/configure.log 2>&1 \
-	    || { tail -30 $(NGX_BUILD)/configure.log; exit 1; }
+	$(call NGX_CONFIGURE,$(NGX_BUILD))
+
+$(NGX_TBUILD)/Makefile: config $(BUILD)/srclist
+	@test -x $(NGX_SRC)/configure || $(MAKE) deps
+	mkdir -p $(NGX_TBUILD)
+	export OMNIROUTE_TEST=1 && $(call NGX_CONFIGURE,$(NGX_TBUILD))
 
 $(MODULE_SO): $(NGX_BUILD)/Makefile $(NGX_SRCS) $(NGX_HDRS) $(CORE_SRCS) \
               $(CORE_HDRS)
 	cd $(NGX_SRC) && $(MAKE) -s -f $(NGX_BUILD)/Makefile modules
+
+$(TEST_SO): $(NGX_TBUILD)/Makefile $(NGX_SRCS) $(NGX_HDRS) $(CORE_SRCS) \
+            $(CORE_HDRS)
+	cd $(NGX_SRC) && $(MAKE) -s -f $(NGX_TBUILD)/Makefile modules
 
 $(BUILD)/unit/%: t/unit/%.c $(CORE_SRCS) $(CORE_HDRS) t/unit/or_test.h
 	@mkdir -p $(dir $@)
@@ -93,27 +120,31 @@ $(BUILD)/unit-asan/%: t/unit/%.c $(CORE_SRCS) $(CORE_HDRS) t/unit/or_test.h
 
 unit: $(UNIT_BINS) $(ASAN_BINS)
 
-test: test-deps build unit
+test: test-deps build test-build unit
 	prove $(PROVE_ARGS) $(UNIT_BINS) $(ASAN_BINS) t/*.t
 
-itest: build
+itest: build test-build
 	prove $(PROVE_ARGS) t/*.t
 
 demo: deps build
 	bash conf.d/run-demo.sh
 
-bench: test-deps build
-	bash bench/run.sh
-	bash bench/failover.sh
-	bash bench/cluster.sh
+bench: test-deps build test-build
+	@set -e; for b in $(BENCH); do echo "== bench/$$b.sh"; bash bench/$$b.sh; done
 
+# ASan + UBSan (any undefined behaviour aborts); fuzz-plain: libFuzzer
+# alone, several times faster, for the properties the targets assert
 $(BUILD)/fuzz/%: fuzz/%.c $(CORE_SRCS) $(CORE_HDRS)
 	@mkdir -p $(dir $@)
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc/core \
+	clang -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=undefined -Isrc/core \
 	    -o $@ $< $(CORE_SRCS) -lm -ljansson
 
-fuzz: test-deps $(FUZZ_BINS)
-	@set -e; for f in $(FUZZ_BINS); do \
+$(BUILD)/fuzz-plain/%: fuzz/%.c $(CORE_SRCS) $(CORE_HDRS)
+	@mkdir -p $(dir $@)
+	clang -g -O2 -fsanitize=fuzzer -Isrc/core -o $@ $< $(CORE_SRCS) -lm -ljansson
+
+FUZZ_RUN = set -e; for f in $(1); do \
 	    name=$$(basename $$f); \
 	    mkdir -p $(BUILD)/fuzz/corpus-$$name; \
 	    echo "== $$name for $(FUZZ_SECONDS)s"; \
@@ -121,6 +152,12 @@ fuzz: test-deps $(FUZZ_BINS)
 	        -artifact_prefix=$(BUILD)/fuzz/ \
 	        $(BUILD)/fuzz/corpus-$$name fuzz/corpus/$$name; \
 	done
+
+fuzz: test-deps $(FUZZ_BINS)
+	@$(call FUZZ_RUN,$(FUZZ_BINS))
+
+fuzz-plain: test-deps $(FUZZ_PLAIN)
+	@$(call FUZZ_RUN,$(FUZZ_PLAIN))
 
 clean:
 	rm -rf $(BUILD) t/tmp

@@ -33,10 +33,16 @@ typedef struct {
 
 static char *ngx_omniroute_check_num_bounds(ngx_conf_t *cf, void *post,
     void *data);
+static char *ngx_omniroute_check_size_min(ngx_conf_t *cf, void *post,
+    void *data);
 
 
 static ngx_omniroute_num_bounds_t  ngx_omniroute_attempts_bounds = {
     ngx_omniroute_check_num_bounds, 1, 100
+};
+
+static ngx_conf_post_t  ngx_omniroute_error_body_min = {
+    ngx_omniroute_check_size_min
 };
 
 
@@ -124,13 +130,27 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       ngx_conf_set_size_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_omniroute_loc_conf_t, error_body_max),
-      NULL },
+      &ngx_omniroute_error_body_min },
 
     { ngx_string("omniroute_session_affinity"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_msec_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_omniroute_loc_conf_t, session_affinity),
+      NULL },
+
+    { ngx_string("omniroute_attempt_trail"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_omniroute_loc_conf_t, attempt_trail),
+      NULL },
+
+    { ngx_string("omniroute_models"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_omniroute_models,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
       NULL },
 
     { ngx_string("omniroute_stream_probe"),
@@ -220,12 +240,15 @@ static ngx_int_t
 ngx_omniroute_postconfiguration(ngx_conf_t *cf)
 {
     if (ngx_omniroute_zone_default(cf) != NGX_OK
-        || ngx_omniroute_auth_init(cf) != NGX_OK)
+        || ngx_omniroute_auth_init(cf) != NGX_OK
+        || ngx_omniroute_check_conf(cf) != NGX_OK
+        || ngx_omniroute_filter_init(cf) != NGX_OK
+        || ngx_omniroute_models_init(cf) != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    return ngx_omniroute_filter_init(cf);
+    return ngx_omniroute_stats_init(cf);
 }
 
 
@@ -256,6 +279,12 @@ ngx_omniroute_create_main_conf(ngx_conf_t *cf)
            != NGX_OK
         || ngx_array_init(&omcf->rules, cf->pool, 4,
                           sizeof(ngx_omniroute_rule_conf_t))
+           != NGX_OK
+        || ngx_array_init(&omcf->passes, cf->pool, 2,
+                          sizeof(ngx_omniroute_pass_conf_t))
+           != NGX_OK
+        || ngx_array_init(&omcf->json_servers, cf->pool, 2,
+                          sizeof(ngx_http_core_srv_conf_t *))
            != NGX_OK)
     {
         return NULL;
@@ -282,12 +311,16 @@ ngx_omniroute_create_loc_conf(ngx_conf_t *cf)
      *
      *     olcf->pass_uri = { 0, NULL };
      *     olcf->prefix = { 0, NULL };
+     *     olcf->models_pass = { 0, NULL };
      */
 
     olcf->max_attempts = NGX_CONF_UNSET;
     olcf->error_body_max = NGX_CONF_UNSET_SIZE;
     olcf->stream_probe = NGX_CONF_UNSET;
     olcf->session_affinity = NGX_CONF_UNSET_MSEC;
+    olcf->attempt_trail = NGX_CONF_UNSET;
+    olcf->models = NGX_CONF_UNSET_UINT;
+    olcf->models_provider = NGX_CONF_UNSET;
 
     return olcf;
 }
@@ -305,15 +338,13 @@ ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_value(conf->stream_probe, prev->stream_probe, 1);
     ngx_conf_merge_msec_value(conf->session_affinity, prev->session_affinity,
                               0);
+    ngx_conf_merge_value(conf->attempt_trail, prev->attempt_trail, 0);
 
     if (ngx_omniroute_keys_merge(cf, prev, conf) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
     }
 
-    if (conf->error_body_max < 1024) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"omniroute_error_body_buffer_size\" must be "
-                           "at least 1k");
+    if (ngx_omniroute_models_merge(cf, prev, conf) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
     }
 
@@ -338,6 +369,28 @@ ngx_omniroute_check_num_bounds(ngx_conf_t *cf, void *post, void *data)
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                        "invalid value \"%i\" of \"%V\": must be between %i "
                        "and %i", *np, &value[0], bounds->low, bounds->high);
+
+    return NGX_CONF_ERROR;
+}
+
+
+/* omniroute_error_body_buffer_size: at least 1k, at the directive's line */
+
+static char *
+ngx_omniroute_check_size_min(ngx_conf_t *cf, void *post, void *data)
+{
+    size_t     *sp = data;
+    ngx_str_t  *value;
+
+    if (*sp >= 1024) {
+        return NGX_CONF_OK;
+    }
+
+    value = cf->args->elts;
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\": \"%V\" must be at least 1k",
+                       &value[1], &value[0]);
 
     return NGX_CONF_ERROR;
 }

@@ -31,9 +31,10 @@ BASE=${BASE_PORT:-18230}
 redis_port=$((BASE + 1))
 mock_port=$((BASE + 2))
 declare -A port=([a]=$((BASE + 3)) [b]=$((BASE + 4)) [c]=$((BASE + 5)))
-so="$root/build/nginx/ngx_http_omniroute_module.so"
+# the test build: omniroute_redis_debug changes records on A
+so="$root/build/nginx-test/ngx_http_omniroute_module.so"
 
-[ -f "$so" ] || { echo "build the module first (make)" >&2; exit 1; }
+[ -f "$so" ] || { echo "build the module first (make test-build)" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "wrk is not installed (make deps)" >&2; exit 1; }
 redis=$(command -v redis-server || echo /usr/bin/redis-server)
 

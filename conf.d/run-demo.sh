@@ -28,7 +28,8 @@ Fallback: "smart" tries flaky (always 503), then steady, in one request:
        -d '{"model":"smart","messages":[{"role":"user","content":"hi"}]}'
 
   -> 200 from steady, with X-OmniRoute-Connection: steady-1 and
-     X-OmniRoute-Attempts: 2 (your gateway key is not forwarded; steady
+     X-OmniRoute-Attempts: 2 and X-OmniRoute-Trail: flaky-1;503;..ms,
+     steady-1;200;..ms (your gateway key is not forwarded; steady
      sees its own key sk-demo-steady).  Run it again: flaky's connection
      is cooling down (3 s, doubling on each failure), so steady answers at
      once (X-OmniRoute-Attempts: 1).
@@ -37,6 +38,10 @@ Ask flaky alone while it cools down: 503 with Retry-After and diagnostics:
 
   curl -si http://127.0.0.1:8080/v1/chat/completions -d '{"model":"flaky/gpt-4o"}'
 
+
+The models clients may ask for (what an OpenAI SDK's models.list() gets):
+
+  curl -s http://127.0.0.1:8080/v1/models
 
 An alias rewritten to the upstream model name:
 

@@ -15,6 +15,7 @@ use Test::More;
 use JSON::PP;
 use Time::HiRes qw(sleep);
 use OmniTest;
+use PromText;
 
 my $t = OmniTest->new;
 my $m = $t->mock('p');
@@ -77,104 +78,9 @@ sub metrics {
     return $r;
 }
 
-# a strict reader of the text exposition format 0.0.4; returns
-# ({ "name{labels}" => value }, [errors])
-sub parse_metrics {
-    my ($text) = @_;
-
-    my (%series, %type, %help, %done, @err);
-    my $family = '';
-    my $name_re = qr/[a-zA-Z_:][a-zA-Z0-9_:]*/;
-    my $label_re = qr/[a-zA-Z_][a-zA-Z0-9_]*/;
-    my $value_re = qr/[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|NaN|Inf)/;
-
-    push @err, 'does not end with a newline' unless $text =~ /\n\z/;
-
-    my $n = 0;
-    for my $line (split /\n/, $text) {
-        $n++;
-
-        if ($line =~ /^# HELP ($name_re) (.*)$/) {
-            push @err, "line $n: second HELP for $1" if $help{$1}++;
-            push @err, "line $n: bad escape in HELP"
-                if $2 =~ /\\[^\\n]/;
-            next;
-        }
-
-        if ($line =~ /^# TYPE ($name_re) (counter|gauge|histogram|summary|untyped)$/) {
-            push @err, "line $n: second TYPE for $1" if $type{$1};
-            push @err, "line $n: TYPE after samples of $1" if $done{$1};
-            $type{$1} = $2;
-            push @err, "line $n: counter $1 does not end in _total"
-                if $2 eq 'counter' && $1 !~ /_total$/;
-            next;
-        }
-
-        if ($line =~ /^#/) {
-            push @err, "line $n: unexpected comment: $line";
-            next;
-        }
-
-        unless ($line =~ /^($name_re)(?:\{(.*)\})? ($value_re)$/) {
-            push @err, "line $n: not a sample: $line";
-            next;
-        }
-
-        my ($name, $labels, $value) = ($1, $2 // '', $3);
-
-        if (!$type{$name}) {
-            push @err, "line $n: $name has no TYPE";
-        }
-
-        if ($name ne $family) {
-            push @err, "line $n: samples of $name are not contiguous"
-                if $done{$name};
-            $done{$family} = 1 if $family;
-            $family = $name;
-        }
-
-        my @l;
-        my $rest = $labels;
-        while (length $rest) {
-            unless ($rest =~ s/^($label_re)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)//) {
-                push @err, "line $n: bad labels: {$labels}";
-                last;
-            }
-            push @l, "$1=\"$2\"";
-        }
-
-        my $key = $name . (@l ? '{' . join(',', sort @l) . '}' : '');
-        push @err, "line $n: duplicate series $key" if exists $series{$key};
-        $series{$key} = $value;
-    }
-
-    for my $f (keys %type) {
-        push @err, "$f has a TYPE but no HELP" unless $help{$f};
-    }
-
-    return (\%series, \@err);
-}
-
 sub check_format {
     my ($text, $name) = @_;
-
-    my ($s, $err) = parse_metrics($text);
-    ok(!@$err, "$name: strict parser finds no problem")
-        or diag(join("\n", @$err[0 .. ($#$err > 9 ? 9 : $#$err)]));
-
-    SKIP: {
-        my $promtool = `command -v promtool 2>/dev/null`;
-        chomp $promtool;
-        skip 'promtool not installed (Debian package prometheus)', 1
-            unless $promtool;
-
-        my $f = $t->write_file('metrics.txt', $text);
-        my $lint = `$promtool check metrics < $f 2>&1`;
-        is($? >> 8, 0, "$name: promtool check metrics passes")
-            or diag($lint);
-    }
-
-    return $s;
+    return PromText::check($t, $text, $name);
 }
 
 my $r = $t->get($port, '/metrics');

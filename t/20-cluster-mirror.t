@@ -20,7 +20,7 @@ use RedisServer;
 
 plan skip_all => 'redis-server not installed' unless RedisServer::available();
 
-my $na = OmniTest->new;
+my $na = OmniTest->new(test_build => 1);
 my $redis = RedisServer->new($na)->start;
 my $nb = RedisServer::cluster_node($na, 'b');
 my $m = $na->mock('p');
@@ -122,6 +122,30 @@ EOF
     isnt($rc, 0, "\"$bad->[0]\" is rejected");
     like($out, $bad->[1], "\"$bad->[0]\": the message names the problem");
 }
+
+# omniroute_redis_debug exists in the test build only
+
+$na->config(<<'EOF', module => $OmniTest::MODULE);
+    omniroute_zone zone=omniroute:1m;
+    server {
+        listen 127.0.0.1:%%PORT_gw%%;
+        location /debug { omniroute_redis_debug; }
+    }
+EOF
+($rc, $out) = $na->test_config;
+isnt($rc, 0, 'the production module rejects omniroute_redis_debug');
+like($out, qr/unknown directive "omniroute_redis_debug"/,
+     'as an unknown directive');
+
+$na->config(<<'EOF');
+    omniroute_zone zone=omniroute:1m;
+    server {
+        listen 127.0.0.1:%%PORT_gw%%;
+        location /debug { omniroute_redis_debug; }
+    }
+EOF
+($rc, $out) = $na->test_config;
+is($rc, 0, 'the test build knows omniroute_redis_debug') or diag($out);
 
 ###########################################################################
 # two nodes: A on the unix socket, B over TCP

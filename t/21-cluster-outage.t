@@ -22,7 +22,7 @@ use RedisServer;
 
 plan skip_all => 'redis-server not installed' unless RedisServer::available();
 
-my $na = OmniTest->new;
+my $na = OmniTest->new(test_build => 1);
 my $redis = RedisServer->new($na)->start;
 my $nb = RedisServer::cluster_node($na, 'b');
 my $m = $na->mock('p');

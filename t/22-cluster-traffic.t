@@ -27,7 +27,7 @@ plan skip_all => 'redis-server not installed' unless RedisServer::available();
 my $TOKEN = 'adm-cluster-0123456789-abcdef';
 $ENV{OMNI_TEST_API_TOKEN} = $TOKEN;
 
-my $na = OmniTest->new;
+my $na = OmniTest->new(test_build => 1);
 my $redis = RedisServer->new($na)->start;
 my $nb = RedisServer::cluster_node($na, 'b');
 my $mp = $na->mock('p');

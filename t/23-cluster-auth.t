@@ -22,7 +22,7 @@ plan skip_all => 'redis-server not installed' unless RedisServer::available();
 
 my $PASSWORD = 'redis-pw-Zq81x0';
 
-my $na = OmniTest->new;
+my $na = OmniTest->new(test_build => 1);
 my $redis = RedisServer->new($na, password => $PASSWORD)->start;
 my $nb = RedisServer::cluster_node($na, 'b');
 my $nc = RedisServer::cluster_node($na, 'c');

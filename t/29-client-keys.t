@@ -229,6 +229,11 @@ is($req[0]{headers}{authorization}, 'Bearer sk-up-a2',
 
 is_error($t->get($gw, $chat, Authorization => "Bearer $KEY_FULL"),
          405, 'method_not_allowed', 'GET with a key');
+is_error($t->get($gw, '/v1/models'), 401, 'invalid_api_key',
+         'GET /v1/models without a key');
+$r = $t->get($gw, '/v1/models', Authorization => "Bearer $KEY_FULL");
+is($r->{status}, 200, 'GET /v1/models with a key');
+like($r->{body}, qr/"gpt-4o"/, 'the list of models');
 
 $m->clear;
 

@@ -94,8 +94,9 @@ or_breaker_conf_fill(or_breaker_conf_t *conf, or_kind_e kind)
             conf->degrade_threshold = p->degrade;
 
         } else {
-            /* derived: round(0.6 x open), at least 1 */
-            conf->degrade_threshold = (conf->open_threshold * 6 + 5) / 10;
+            /* derived: round(0.6 x open), at least 1 (no int overflow) */
+            conf->degrade_threshold =
+                (int32_t) (((int64_t) conf->open_threshold * 6 + 5) / 10);
             if (conf->degrade_threshold < 1) {
                 conf->degrade_threshold = 1;
             }
@@ -246,7 +247,8 @@ or_breaker_hold_ms(const or_breaker_conf_t *conf, const or_breaker_t *cb,
     if (cb->last_reason < OR_REASON_COUNT) {
         over = conf->cooldown_by_reason[cb->last_reason];
         if (over > 0) {
-            return over;
+            return over < OR_BREAKER_HOLD_MAX_MS ? over
+                                                 : OR_BREAKER_HOLD_MAX_MS;
         }
     }
 
@@ -260,7 +262,9 @@ or_breaker_hold_ms(const or_breaker_conf_t *conf, const or_breaker_t *cb,
         mult = (unsigned) conf->max_backoff_multiplier;
     }
 
-    return or_breaker_mul(conf->reset_ms, mult);
+    over = or_breaker_mul(conf->reset_ms, mult);
+
+    return over < OR_BREAKER_HOLD_MAX_MS ? over : OR_BREAKER_HOLD_MAX_MS;
 }
 
 
@@ -385,7 +389,9 @@ or_breaker_admit(const or_breaker_conf_t *conf, or_breaker_t *cb,
     }
 
     /* the single probe; a lost probe frees the slot at probe_until */
-    cb->probe_until = now + conf->probe_timeout_ms;
+    cb->probe_until = now + (conf->probe_timeout_ms < OR_BREAKER_HOLD_MAX_MS
+                             ? conf->probe_timeout_ms
+                             : OR_BREAKER_HOLD_MAX_MS);
 
     return OR_CB_PROBE;
 }
@@ -440,7 +446,7 @@ or_breaker_failure(const or_breaker_conf_t *conf, or_breaker_t *cb,
         break;
 
     default:
-        cb->failures++;
+        cb->failures = or_count_next(cb->failures);
         cb->successes = 0;
         cb->last_failure_at = now;
         cb->last_reason = (uint8_t) reason;
@@ -547,6 +553,92 @@ or_breaker_reset(or_breaker_t *cb)
 }
 
 
+const char *
+or_breaker_valid(const void *value, size_t size, or_msec_t now)
+{
+    int                  i;
+    or_msec_t            event, expiry;
+    const or_breaker_t  *cb;
+
+    if (size != sizeof(or_breaker_t)) {
+        return "size";
+    }
+
+    cb = value;
+
+    if (now < 0) {
+        now = 0;
+    }
+
+    event = or_msec_add(now, OR_VALID_SKEW_MS);
+    expiry = or_msec_add(event, OR_BREAKER_HOLD_MAX_MS);
+
+    if (cb->state > OR_CB_HALF_OPEN) {
+        return "state";
+    }
+
+    if (cb->last_reason >= OR_REASON_COUNT) {
+        return "last_reason";
+    }
+
+    if (cb->reserved0 != 0 || cb->reserved1 != 0) {
+        return "reserved";
+    }
+
+    if (cb->epoch > OR_VALID_COUNT_MAX || cb->gate_epoch > OR_VALID_COUNT_MAX)
+    {
+        return "epoch";
+    }
+
+    if (cb->failures > OR_VALID_COUNT_MAX) {
+        return "failures";
+    }
+
+    if (cb->last_failure_at < 0 || cb->last_failure_at > event) {
+        return "last_failure_at";
+    }
+
+    if (cb->opened_at < 0 || cb->opened_at > event) {
+        return "opened_at";
+    }
+
+    if (cb->open_until < 0 || cb->open_until > expiry) {
+        return "open_until";
+    }
+
+    if (cb->probe_until < 0 || cb->probe_until > expiry) {
+        return "probe_until";
+    }
+
+    if (cb->gate_until < 0 || cb->gate_until > expiry) {
+        return "gate_until";
+    }
+
+    if (cb->ring_len > OR_BREAKER_RING) {
+        return "ring_len";
+    }
+
+    for (i = 0; i < OR_BREAKER_RING; i++) {
+
+        if (i >= cb->ring_len) {
+            if (cb->ring[i] != 0) {
+                return "ring";
+            }
+
+            continue;
+        }
+
+        if (cb->ring[i] <= 0 || cb->ring[i] > event
+            || (i > 0 && cb->ring[i] >= cb->ring[i - 1]))
+        {
+            return "ring";
+        }
+    }
+
+    return NULL;
+}
+
+
 int
 or_breaker_settled(const or_breaker_conf_t *conf, const or_breaker_t *cb,
     or_msec_t now)
@@ -589,7 +681,7 @@ or_breaker_idle(const or_breaker_conf_t *conf, const or_breaker_t *cb,
 int
 or_breaker_merge(or_breaker_t *dst, const or_breaker_t *src)
 {
-    int           i, j, n;
+    int           i, j, n, dn, sn;
     or_msec_t     ring[OR_BREAKER_RING], t;
     or_breaker_t  old;
 
@@ -662,19 +754,22 @@ or_breaker_merge(or_breaker_t *dst, const or_breaker_t *src)
             dst->gate_until = src->gate_until;
         }
 
+        /* never past the ring, whatever an invalid state says */
+        dn = dst->ring_len < OR_BREAKER_RING ? dst->ring_len
+                                             : OR_BREAKER_RING;
+        sn = src->ring_len < OR_BREAKER_RING ? src->ring_len
+                                             : OR_BREAKER_RING;
+
         memset(ring, 0, sizeof(ring));
         i = 0;
         j = 0;
         n = 0;
 
-        while (n < OR_BREAKER_RING
-               && (i < dst->ring_len || j < src->ring_len))
-        {
-            if (j >= src->ring_len
-                || (i < dst->ring_len && dst->ring[i] >= src->ring[j]))
-            {
+        while (n < OR_BREAKER_RING && (i < dn || j < sn)) {
+
+            if (j >= sn || (i < dn && dst->ring[i] >= src->ring[j])) {
                 t = dst->ring[i++];
-                if (j < src->ring_len && src->ring[j] == t) {
+                if (j < sn && src->ring[j] == t) {
                     j++;
                 }
 
@@ -739,7 +834,7 @@ or_breaker_mul(or_msec_t base, unsigned factor)
 static void
 or_breaker_close(or_breaker_t *cb)
 {
-    cb->epoch++;
+    cb->epoch = or_count_next(cb->epoch);
     cb->state = OR_CB_CLOSED;
     cb->failures = 0;
     cb->successes = 0;
@@ -765,7 +860,7 @@ or_breaker_open(const or_breaker_conf_t *conf, or_breaker_t *cb,
 static void
 or_breaker_ring_clear(or_breaker_t *cb)
 {
-    cb->gate_epoch++;
+    cb->gate_epoch = or_count_next(cb->gate_epoch);
     cb->ring_len = 0;
     memset(cb->ring, 0, sizeof(cb->ring));
 }
@@ -776,7 +871,7 @@ or_breaker_ring_add(or_breaker_t *cb, or_msec_t t)
 {
     int  i, n;
 
-    n = cb->ring_len;
+    n = cb->ring_len < OR_BREAKER_RING ? cb->ring_len : OR_BREAKER_RING;
 
     for (i = 0; i < n; i++) {
         if (cb->ring[i] == t) {
@@ -813,7 +908,7 @@ or_breaker_gate_record(const or_breaker_conf_t *conf, or_breaker_t *cb,
 
     count = 0;
 
-    for (i = 0; i < cb->ring_len; i++) {
+    for (i = 0; i < cb->ring_len && i < OR_BREAKER_RING; i++) {
         if (cb->ring[i] >= now - conf->gate_window_ms) {
             count++;
         }
@@ -823,7 +918,8 @@ or_breaker_gate_record(const or_breaker_conf_t *conf, or_breaker_t *cb,
         return 0;
     }
 
-    until = now + conf->gate_cooldown_ms;
+    until = now + (conf->gate_cooldown_ms < OR_BREAKER_HOLD_MAX_MS
+                   ? conf->gate_cooldown_ms : OR_BREAKER_HOLD_MAX_MS);
 
     or_breaker_ring_clear(cb);
 

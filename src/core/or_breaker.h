@@ -76,6 +76,16 @@
  *   on a node-local table, keep a while (publish, then expire) on a
  *   mirrored one.
  *
+ * Validation (or_breaker_valid(), see or_types.h): a state from another
+ * node is accepted when its size is sizeof(or_breaker_t), state and
+ * last_reason are in range, ring_len <= OR_BREAKER_RING with the ring
+ * strictly decreasing, positive and zero beyond ring_len, reserved bytes
+ * 0, failures and epochs <= OR_VALID_COUNT_MAX, event times
+ * (last_failure_at, opened_at, ring) in [0, now + OR_VALID_SKEW_MS] and
+ * expiries (open_until, probe_until, gate_until) at most
+ * OR_BREAKER_HOLD_MAX_MS beyond that.  Merges never read past the ring
+ * whatever ring_len holds.
+ *
  * Defaults (R-CB-2, R-CB-6), per provider kind:
  *
  *   kind    degrade  open  reset  gate: failures / window / cooldown
@@ -84,7 +94,9 @@
  *   local      1       2    15 s         2 /  5 min / 1 min
  *
  * Defaults chosen here where the spec is silent:
- *   max_backoff_multiplier 16 (OPEN hold never exceeds 16 x reset),
+ *   max_backoff_multiplier 16 (OPEN hold never exceeds 16 x reset), and
+ *   no hold, probe or gate cooldown longer than OR_BREAKER_HOLD_MAX_MS
+ *   (365 days) whatever the settings multiply to,
  *   recovery_successes 3, probe_timeout_ms = reset_ms (a lost probe blocks
  *   the provider at most one reset timeout), gate off.
  *   A degrade threshold left unset while the open threshold is set is
@@ -106,6 +118,9 @@
 #define OR_BREAKER_MAX_MULT       1024   /* upper bound of the setting */
 
 #define OR_BREAKER_DEF_MULT       16
+
+/* the longest OPEN hold, probe or gate cooldown: 365 days */
+#define OR_BREAKER_HOLD_MAX_MS    ((or_msec_t) 365 * 86400 * 1000)
 #define OR_BREAKER_DEF_RECOVERY   3
 
 
@@ -207,6 +222,7 @@ int or_breaker_settled(const or_breaker_conf_t *conf,
 int or_breaker_idle(const or_breaker_conf_t *conf, const or_breaker_t *cb,
     or_msec_t now);
 
+const char *or_breaker_valid(const void *value, size_t size, or_msec_t now);
 int or_breaker_merge(or_breaker_t *dst, const or_breaker_t *src);
 int or_breaker_equal(const or_breaker_t *a, const or_breaker_t *b);
 const char *or_breaker_state_name(or_cb_state_e state);

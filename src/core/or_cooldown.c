@@ -153,7 +153,9 @@ or_cooldown_conf_check(const or_cooldown_conf_t *conf)
         return "retry hint cap must be positive and at most 30 days";
     }
 
-    if (conf->expired_retry_max < 0 || conf->expired_retry_max > 1000) {
+    if (conf->expired_retry_max < 0
+        || conf->expired_retry_max > OR_COOLDOWN_EXPIRED_MAX)
+    {
         return "expired retry max must be between 0 and 1000";
     }
 
@@ -269,7 +271,7 @@ or_cooldown_fail(const or_cooldown_conf_t *conf, or_conn_state_t *st,
     }
 
     if (reason == OR_REASON_EXPIRED && !absorbed) {
-        if (st->expired_retries < UINT16_MAX) {
+        if (st->expired_retries <= OR_COOLDOWN_EXPIRED_MAX) {
             st->expired_retries++;
         }
 
@@ -296,6 +298,10 @@ or_cooldown_fail(const or_cooldown_conf_t *conf, or_conn_state_t *st,
         } else {
             d = conf->concurrency_ms;
             src = OR_CD_SRC_CONCURRENCY;
+        }
+
+        if (d > OR_COOLDOWN_MAX_MS) {
+            d = OR_COOLDOWN_MAX_MS;
         }
 
         or_cooldown_extend(st, now + d);
@@ -394,7 +400,7 @@ or_cooldown_success(or_conn_state_t *st, or_msec_t start, or_msec_t now)
     }
 
     /* R-CD-7: clear error fields and backoff_level; terminal stays */
-    epoch = st->clear_epoch + 1;
+    epoch = or_count_next(st->clear_epoch);
 
     st->clear_epoch = epoch;
     st->until = 0;
@@ -420,7 +426,7 @@ or_cooldown_reset(or_conn_state_t *st)
         return 0;
     }
 
-    epoch = st->reset_epoch + 1;
+    epoch = or_count_next(st->reset_epoch);
     memset(st, 0, sizeof(or_conn_state_t));
     st->reset_epoch = epoch;
 
@@ -473,6 +479,83 @@ or_cooldown_view(const or_conn_state_t *st, or_msec_t now,
         view->status = OR_CONN_ACTIVE;
         view->test_status = "active";
     }
+}
+
+
+const char *
+or_cooldown_valid(const void *value, size_t size, or_msec_t now)
+{
+    or_msec_t               event, expiry;
+    const or_conn_state_t  *st;
+
+    if (size != sizeof(or_conn_state_t)) {
+        return "size";
+    }
+
+    st = value;
+
+    if (now < 0) {
+        now = 0;
+    }
+
+    event = or_msec_add(now, OR_VALID_SKEW_MS);
+    expiry = or_msec_add(event, OR_COOLDOWN_MAX_MS);
+
+    if (st->terminal > OR_TERMINAL_BANNED) {
+        return "terminal";
+    }
+
+    if (st->terminal == OR_TERMINAL_NONE
+        && (st->terminal_at != 0 || st->terminal_status != 0))
+    {
+        return "terminal";
+    }
+
+    if (st->last_reason >= OR_REASON_COUNT) {
+        return "last_reason";
+    }
+
+    if (st->last_status < 0 || st->last_status > 999
+        || st->terminal_status < 0 || st->terminal_status > 999)
+    {
+        return "status";
+    }
+
+    if (st->reset_epoch > OR_VALID_COUNT_MAX
+        || st->clear_epoch > OR_VALID_COUNT_MAX)
+    {
+        return "epoch";
+    }
+
+    if (st->failures > OR_VALID_COUNT_MAX) {
+        return "failures";
+    }
+
+    if (st->backoff_level > OR_COOLDOWN_MAX_STEPS) {
+        return "backoff_level";
+    }
+
+    if (st->expired_retries > OR_COOLDOWN_EXPIRED_MAX + 1) {
+        return "expired_retries";
+    }
+
+    if (st->terminal_at < 0 || st->terminal_at > event) {
+        return "terminal_at";
+    }
+
+    if (st->mark_at < 0 || st->mark_at > event) {
+        return "mark_at";
+    }
+
+    if (st->last_error_at < 0 || st->last_error_at > event) {
+        return "last_error_at";
+    }
+
+    if (st->until < 0 || st->until > expiry) {
+        return "until";
+    }
+
+    return NULL;
 }
 
 
@@ -735,9 +818,7 @@ or_cooldown_count(or_conn_state_t *st, or_msec_t now)
         st->mark_at = now;
     }
 
-    if (st->failures < UINT32_MAX) {
-        st->failures++;
-    }
+    st->failures = or_count_next(st->failures);
 }
 
 

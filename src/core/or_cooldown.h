@@ -75,6 +75,15 @@
  *   failure recorded on one node concurrently with a clearing success on
  *   another is dropped.  Ship states, not events, between nodes.
  *
+ * Validation (or_cooldown_valid(), see or_types.h): a state from another
+ * node is accepted when its size is sizeof(or_conn_state_t), terminal
+ * and last_reason are in range (no terminal time or status without a
+ * terminal state), statuses in 0..999, failures and epochs <=
+ * OR_VALID_COUNT_MAX, backoff_level <= OR_COOLDOWN_MAX_STEPS,
+ * expired_retries <= OR_COOLDOWN_EXPIRED_MAX + 1, event times
+ * (terminal_at, mark_at, last_error_at) in [0, now + OR_VALID_SKEW_MS]
+ * and "until" at most OR_COOLDOWN_MAX_MS beyond that.
+ *
  * Reads: or_cooldown_eligible() / or_cooldown_retry_after() /
  * or_cooldown_view() are pure; an expired cooldown is simply ignored, so
  * nothing needs writing back (lazy recovery, R-CD-7).  A NULL verdict is
@@ -116,6 +125,7 @@
 
 #define OR_COOLDOWN_MAX_MS        (30LL * 86400 * 1000)     /* 30 days */
 #define OR_COOLDOWN_MAX_STEPS     30
+#define OR_COOLDOWN_EXPIRED_MAX   1000      /* expired_retry_max bound */
 #define OR_COOLDOWN_RETRY_MIN_MS  1000LL                    /* 1 s */
 #define OR_COOLDOWN_RETRY_MAX_MS  (21600LL * 1000)          /* 6 h */
 
@@ -243,6 +253,8 @@ void or_cooldown_view(const or_conn_state_t *st, or_msec_t now,
 int or_cooldown_settled(const or_conn_state_t *st, or_msec_t now);
 int or_cooldown_idle(const or_conn_state_t *st, or_msec_t now);
 
+const char *or_cooldown_valid(const void *value, size_t size,
+    or_msec_t now);
 int or_cooldown_merge(or_conn_state_t *dst, const or_conn_state_t *src);
 int or_cooldown_equal(const or_conn_state_t *a, const or_conn_state_t *b);
 

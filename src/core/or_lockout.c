@@ -378,13 +378,13 @@ or_lockout_fail(const or_lockout_conf_t *conf, or_lockout_t *lo,
         res->action = OR_LO_ABSORBED;
 
     } else {
-        if (lo->failures > 0 && now > lo->until + conf->window_ms) {
+        if (lo->failures > 0
+            && now > or_msec_add(lo->until, conf->window_ms))
+        {
             or_lockout_restart(lo);     /* outside the escalation window */
         }
 
-        if (lo->failures < UINT32_MAX) {
-            lo->failures++;
-        }
+        lo->failures = or_count_next(lo->failures);
 
         n = lo->failures;
         anchor = now;
@@ -404,12 +404,12 @@ or_lockout_fail(const or_lockout_conf_t *conf, or_lockout_t *lo,
         d = or_lockout_cooldown_ms(conf, n);
     }
 
-    if (anchor + d > lo->until) {
-        lo->until = anchor + d;
+    if (or_msec_add(anchor, d) > lo->until) {
+        lo->until = or_msec_add(anchor, d);
     }
 
-    if (hint > 0 && now + hint > lo->until) {
-        lo->until = now + hint;
+    if (hint > 0 && or_msec_add(now, hint) > lo->until) {
+        lo->until = or_msec_add(now, hint);
     }
 
     or_lockout_record(lo, status, reason, scope, now);
@@ -439,7 +439,7 @@ or_lockout_success(or_lockout_t *lo, or_msec_t start, or_msec_t now)
     lo->failures /= 2;
 
     if (lo->failures > 0) {
-        lo->epoch++;
+        lo->epoch = or_count_next(lo->epoch);
 
         if (now > lo->decay_at) {
             lo->decay_at = now;
@@ -492,7 +492,70 @@ or_lockout_evictable(const or_lockout_conf_t *conf, const or_lockout_t *lo,
     }
 
     /* expired and past the escalation window: nothing left to remember */
-    return now > lo->until + conf->window_ms;
+    return now > or_msec_add(lo->until, conf->window_ms);
+}
+
+
+const char *
+or_lockout_valid(const void *value, size_t size, or_msec_t now)
+{
+    or_msec_t            event, expiry;
+    const or_lockout_t  *lo;
+
+    if (size != sizeof(or_lockout_t)) {
+        return "size";
+    }
+
+    lo = value;
+
+    if (now < 0) {
+        now = 0;
+    }
+
+    event = or_msec_add(now, OR_VALID_SKEW_MS);
+    expiry = or_msec_add(event, OR_LOCKOUT_MAX_MS);
+
+    if (lo->reason >= OR_REASON_COUNT) {
+        return "reason";
+    }
+
+    if (lo->scope >= OR_SCOPE_COUNT) {
+        return "scope";
+    }
+
+    if (lo->last_status < 0 || lo->last_status > 999) {
+        return "last_status";
+    }
+
+    if (lo->reserved != 0) {
+        return "reserved";
+    }
+
+    if (lo->epoch > OR_VALID_COUNT_MAX) {
+        return "epoch";
+    }
+
+    if (lo->failures > OR_VALID_COUNT_MAX) {
+        return "failures";
+    }
+
+    if (lo->mark_at < 0 || lo->mark_at > event) {
+        return "mark_at";
+    }
+
+    if (lo->last_failure_at < 0 || lo->last_failure_at > event) {
+        return "last_failure_at";
+    }
+
+    if (lo->decay_at < 0 || lo->decay_at > event) {
+        return "decay_at";
+    }
+
+    if (lo->until < 0 || lo->until > expiry) {
+        return "until";
+    }
+
+    return NULL;
 }
 
 
@@ -731,7 +794,7 @@ or_lockout_restart(or_lockout_t *lo)
 {
     uint32_t  epoch, reserved;
 
-    epoch = lo->epoch + 1;
+    epoch = or_count_next(lo->epoch);
     reserved = lo->reserved;
 
     memset(lo, 0, sizeof(or_lockout_t));

@@ -68,6 +68,13 @@
  *   or_lockout_evictable() is the time-based test (an entry past its
  *   escalation window); for an entry without failures it is until <= now.
  *
+ * Validation (or_lockout_valid(), see or_types.h): a state from another
+ * node is accepted when its size is sizeof(or_lockout_t), reason and scope
+ * are in range, last_status in 0..999, reserved 0, failures and epoch <=
+ * OR_VALID_COUNT_MAX, event times (mark_at, last_failure_at, decay_at) in
+ * [0, now + OR_VALID_SKEW_MS] and "until" at most OR_LOCKOUT_MAX_MS
+ * beyond that.  Time arithmetic saturates, so no input overflows.
+ *
  * Defaults (R-ML-3): enabled off, error codes 403 404 429 502 503 504, base
  * 120 s, max 30 min (>= base), max_backoff_steps 10, exponential on.
  * Chosen here: escalation_window = max cooldown (30 min).  The
@@ -182,6 +189,7 @@ int or_lockout_evictable(const or_lockout_conf_t *conf,
 int or_lockout_settled(const or_lockout_t *lo, or_msec_t now);
 int or_lockout_idle(const or_lockout_t *lo, or_msec_t now);
 
+const char *or_lockout_valid(const void *value, size_t size, or_msec_t now);
 int or_lockout_merge(or_lockout_t *dst, const or_lockout_t *src);
 int or_lockout_equal(const or_lockout_t *a, const or_lockout_t *b);
 

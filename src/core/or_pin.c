@@ -54,6 +54,10 @@ or_pin_set(or_pin_t *pin, const char *conn, size_t len, or_msec_t now,
         return 0;
     }
 
+    if (ttl > OR_PIN_TTL_MAX_MS) {
+        ttl = OR_PIN_TTL_MAX_MS;
+    }
+
     if (pin->conn_len == len && memcmp(pin->conn, conn, len) == 0
         && pin->until > now && pin->until - now > ttl / 2)
     {
@@ -72,6 +76,54 @@ or_pin_set(or_pin_t *pin, const char *conn, size_t len, or_msec_t now,
 }
 
 
+const char *
+or_pin_valid(const void *value, size_t size, or_msec_t now)
+{
+    size_t           i;
+    const or_pin_t  *pin;
+
+    if (size != sizeof(or_pin_t)) {
+        return "size";
+    }
+
+    pin = value;
+
+    if (now < 0) {
+        now = 0;
+    }
+
+    if (pin->conn_len == 0 || pin->conn_len > OR_PIN_CONN_MAX) {
+        return "conn_len";
+    }
+
+    for (i = 0; i < OR_PIN_CONN_MAX; i++) {
+        if ((i < pin->conn_len) != (pin->conn[i] != '\0')) {
+            return "conn";
+        }
+    }
+
+    if (pin->conn_hash != or_pin_hash(pin->conn, pin->conn_len)) {
+        return "conn_hash";
+    }
+
+    if (pin->reserved != 0) {
+        return "reserved";
+    }
+
+    if (pin->set_at < 0 || pin->set_at > or_msec_add(now, OR_VALID_SKEW_MS)) {
+        return "set_at";
+    }
+
+    if (pin->until <= pin->set_at
+        || pin->until - pin->set_at > OR_PIN_TTL_MAX_MS)
+    {
+        return "until";
+    }
+
+    return NULL;
+}
+
+
 int
 or_pin_merge(or_pin_t *dst, const or_pin_t *src)
 {
@@ -83,8 +135,12 @@ or_pin_merge(or_pin_t *dst, const or_pin_t *src)
     } else if (src->conn_hash != dst->conn_hash) {
         take = src->conn_hash > dst->conn_hash;
 
-    } else {
+    } else if (src->until != dst->until) {
         take = src->until > dst->until;
+
+    } else {
+        /* a hash collision: any total order will do */
+        take = memcmp(src, dst, sizeof(or_pin_t)) > 0;
     }
 
     if (!take) {

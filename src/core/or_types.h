@@ -24,6 +24,51 @@ typedef int64_t  or_msec_t;     /* absolute or relative milliseconds */
 #endif
 
 
+/*
+ * States received from other nodes are untrusted input: or_*_valid()
+ * (or_breaker.h, or_cooldown.h, or_lockout.h, or_pin.h) accept a state
+ * only when every field is one this build can produce:
+ *   - times are never negative; an event time (a failure, a mark, a
+ *     pinning) is at most OR_VALID_SKEW_MS ahead of our clock (a peer's
+ *     clock may run ahead), an expiry at most its longest duration beyond
+ *     that;
+ *   - counters and epochs are at most OR_VALID_COUNT_MAX (one a
+ *     millisecond for twelve days);
+ *   - enums are in range, lengths within their arrays, reserved bytes 0.
+ * The set of valid states is closed under the merges and under every
+ * update function, so a node never produces a state its peers reject.
+ */
+#define OR_VALID_SKEW_MS    ((or_msec_t) 86400 * 1000)      /* 1 day */
+#define OR_VALID_COUNT_MAX  ((uint32_t) 1 << 30)
+
+
+/*
+ * The next value of a counter or an epoch: saturated at
+ * OR_VALID_COUNT_MAX, so that no update makes a state invalid.
+ */
+static inline uint32_t
+or_count_next(uint32_t n)
+{
+    return n < OR_VALID_COUNT_MAX ? n + 1 : n;
+}
+
+
+/* a + b for times and durations, saturated instead of overflowing */
+static inline or_msec_t
+or_msec_add(or_msec_t a, or_msec_t b)
+{
+    if (b > 0 && a > INT64_MAX - b) {
+        return INT64_MAX;
+    }
+
+    if (b < 0 && a < INT64_MIN - b) {
+        return INT64_MIN;
+    }
+
+    return a + b;
+}
+
+
 /* a provider's kind selects its breaker and cooldown profile (R-CB-2) */
 typedef enum {
     OR_KIND_OAUTH = 0,

@@ -14,6 +14,7 @@
 
 #include "or_types.h"
 #include "ngx_omniroute_store.h"
+#include "ngx_omniroute_metrics_zone.h"
 #include "ngx_omniroute_settings.h"
 #include "ngx_omniroute_util.h"
 #include "or_classify.h"
@@ -26,6 +27,11 @@
 #define NGX_OMNIROUTE_AUTH_NONE       3
 
 #define NGX_OMNIROUTE_DEFAULT_PASS_URI  "/_omniroute"
+
+/* omniroute_models: GET <location>/models */
+#define NGX_OMNIROUTE_MODELS_OFF   0
+#define NGX_OMNIROUTE_MODELS_ON    1    /* the configured names */
+#define NGX_OMNIROUTE_MODELS_PASS  2    /* one provider's own list */
 
 
 typedef struct {
@@ -51,6 +57,8 @@ typedef struct ngx_omniroute_provider_s {
     ngx_array_t                   restate;      /* or_restate_rule_t */
     ngx_array_t                   families;     /* or_family_rule_t */
     or_class_conf_t               class_conf;
+    ngx_str_t                     file;         /* where it is declared */
+    ngx_uint_t                    line;
 } ngx_omniroute_provider_t;
 
 
@@ -66,6 +74,8 @@ typedef struct {
     double                        cost;
     ngx_str_t                     egress;       /* shared egress (proxy/IP) */
     ngx_flag_t                    disable_cooling;
+    ngx_str_t                     file;         /* where it is declared */
+    ngx_uint_t                    line;
 } ngx_omniroute_connection_t;
 
 
@@ -104,7 +114,19 @@ typedef struct {
     or_strategy_e                 strategy;
     ngx_array_t                   targets;      /* ngx_omniroute_target_t */
     ngx_array_t                   routes;       /* ngx_omniroute_route_t */
+    ngx_str_t                     file;         /* where it is declared */
+    ngx_uint_t                    line;
 } ngx_omniroute_model_t;
+
+
+/* an omniroute_pass, checked once the locations are known */
+typedef struct {
+    ngx_http_core_srv_conf_t     *server;
+    ngx_http_core_loc_conf_t     *location;
+    ngx_str_t                     pass_uri;
+    ngx_str_t                     file;
+    ngx_uint_t                    line;
+} ngx_omniroute_pass_conf_t;
 
 
 /* an error rule, catch-all default or restatement, until attached */
@@ -134,6 +156,14 @@ typedef struct ngx_omniroute_main_conf_s {
     ngx_shm_zone_t               *shm_zone;
     ngx_omniroute_store_t         store;
     ngx_uint_t                    track_inflight;   /* a strategy needs it */
+    ngx_omniroute_mzone_t        *mzone;        /* the metrics zone */
+    ngx_array_t                   model_ids;    /* ngx_str_t: GET /models */
+    ngx_str_t                     models_json;  /* its answer */
+    time_t                        created;      /* configuration loaded */
+    ngx_array_t                   passes;       /* ngx_omniroute_pass_conf_t */
+    ngx_array_t                   json_servers; /* ngx_http_core_srv_conf_t *:
+                                                   their own errors (400,
+                                                   494...) are JSON */
 
     /* client keys and leases, or NULL (conf/ngx_omniroute_keys_conf.c) */
     struct ngx_omniroute_keys_conf_s  *keys;
@@ -147,6 +177,15 @@ typedef struct {
     size_t                        error_body_max;
     ngx_flag_t                    stream_probe;
     ngx_msec_t                    session_affinity;     /* 0: off */
+    ngx_flag_t                    attempt_trail;    /* X-OmniRoute-Trail */
+    ngx_uint_t                    models;       /* NGX_OMNIROUTE_MODELS_* */
+    ngx_str_t                     models_pass;  /* provider name */
+    ngx_int_t                     models_provider;  /* its index */
+    ngx_str_t                     models_file;  /* where the directive */
+    ngx_uint_t                    models_line;  /* is, for errors */
+    ngx_uint_t                    json_errors;  /* nginx's error pages as
+                                                   JSON (omniroute_pass,
+                                                   omniroute_api) */
 
     /* omniroute_client_keys (NULL: unset), omniroute_session_leases */
     struct ngx_omniroute_keys_loc_s  *client_keys;
@@ -165,7 +204,14 @@ char *ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_omniroute_models(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_omniroute_models_merge(ngx_conf_t *cf,
+    ngx_omniroute_loc_conf_t *prev, ngx_omniroute_loc_conf_t *conf);
 char *ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf);
+ngx_int_t ngx_omniroute_check_conf(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_json_server(ngx_conf_t *cf);
+void ngx_omniroute_conf_error(ngx_conf_t *cf, ngx_str_t *file,
+    ngx_uint_t line, const char *fmt, ...);
 ngx_int_t ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
     ngx_omniroute_main_conf_t *omcf, ngx_omniroute_target_t *t);
 ngx_omniroute_model_t *ngx_omniroute_model_lookup(
@@ -190,7 +236,7 @@ ngx_int_t ngx_omniroute_rules_init(ngx_conf_t *cf,
     ngx_omniroute_main_conf_t *omcf);
 void ngx_omniroute_class_conf_init(ngx_omniroute_provider_t *p);
 
-/* the gateway's content handler (request/ngx_omniroute_request.c) */
+/* the content handler of omniroute_pass (request/ngx_omniroute_models.c) */
 ngx_int_t ngx_omniroute_handler(ngx_http_request_t *r);
 
 /* settings precedence (conf/ngx_omniroute_settings.c) */

@@ -60,6 +60,31 @@ ngx_omniroute_body_text(ngx_http_request_t *r, off_t max, ngx_str_t *body)
         return NGX_OK;
     }
 
+    /*
+     * The usual shape of a body read into memory: the part read with the
+     * headers, then the rest in a buffer nginx sized with room for that
+     * part (request_body_in_single_buf).  The rest moves up and the first
+     * part goes in front, in place: no second copy of a large body.
+     */
+
+    if (cl->next->next == NULL && !cl->buf->in_file && !cl->next->buf->in_file
+        && cl->next->buf->end - cl->next->buf->last
+           >= cl->buf->last - cl->buf->pos)
+    {
+        b = cl->next->buf;
+        n = cl->buf->last - cl->buf->pos;
+
+        ngx_memmove(b->pos + n, b->pos, b->last - b->pos);
+        ngx_memcpy(b->pos, cl->buf->pos, n);
+
+        b->last += n;
+        cl->buf->pos = cl->buf->last;
+
+        body->data = b->pos;
+        body->len = (size_t) len;
+        return NGX_OK;
+    }
+
     p = ngx_pnalloc(r->pool, (size_t) len);
     if (p == NULL) {
         return NGX_ERROR;

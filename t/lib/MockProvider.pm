@@ -11,7 +11,11 @@ package MockProvider;
 #   3. the path: a "/m/<behavior>/" segment of the request path;
 #   4. "ok".
 # A behavior is a comma-separated list of:
-#   ok                 200 chat.completion JSON naming the mock and model
+#   ok                 200 chat.completion JSON naming the mock and model,
+#                      with a usage object (usage=P:C:CACHED:REASONING,
+#                      default 11:7:3:2; usage=none: without;
+#                      shape=anthropic: an Anthropic message whose usage is
+#                      input_tokens P, output_tokens C, cache_read K)
 #   status=N           JSON error with status N
 #   body=TEXT          error body text (with status=N), URI-escaped
 #   retry=S            add "Retry-After: S"
@@ -259,12 +263,33 @@ sub respond {
         $body = defined $o{body} ? unescape($o{body})
             : encode_json({ error => { message => "mock $self->{name} error $status",
                                        type => 'mock_error', code => "mock_$status" } });
-    } else {
+    } elsif (($o{shape} // '') eq 'anthropic') {
+        my ($p, $c, $k) = split /:/, ($o{usage} // '11:7:3:2');
         $body = JSON::PP->new->canonical->encode({
+            id => 'msg_mock', type => 'message', role => 'assistant',
+            model => $model, provider => $self->{name},
+            content => [{ type => 'text', text => "hello from $self->{name}" }],
+            stop_reason => 'end_turn', stop_sequence => undef,
+            usage => { input_tokens => $p + 0, output_tokens => $c + 0,
+                       cache_creation_input_tokens => 0,
+                       cache_read_input_tokens => $k + 0 } });
+    } else {
+        my %ok = (
             id => 'chatcmpl-mock', object => 'chat.completion',
             model => $model, provider => $self->{name},
             choices => [{ index => 0, message => { role => 'assistant',
-                          content => "hello from $self->{name}" } }] });
+                          content => "hello from $self->{name}" } }]);
+        # usage=P:C:CACHED:REASONING (default 11:7:3:2), usage=none: absent
+        my $u = $o{usage} // '11:7:3:2';
+        if ($u ne 'none') {
+            my ($p, $c, $k, $r) = map { $_ + 0 } split /:/, $u;
+            $ok{usage} = { prompt_tokens => $p, completion_tokens => $c,
+                           total_tokens => $p + $c,
+                           prompt_tokens_details => { cached_tokens => $k },
+                           completion_tokens_details =>
+                               { reasoning_tokens => $r } };
+        }
+        $body = JSON::PP->new->canonical->encode(\%ok);
     }
 
     my $resp = "HTTP/1.1 $status Mock\r\nContent-Type: $ctype\r\n"

@@ -26,6 +26,11 @@ our $NGINX = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
 our $MODULE = $ENV{TEST_OMNIROUTE_MODULE}
     || "$ROOT/build/nginx/ngx_http_omniroute_module.so";
 
+# the test build ("make test-build"): the same module with test-only
+# handlers (omniroute_redis_debug); OmniTest->new(test_build => 1)
+our $TEST_MODULE = $ENV{TEST_OMNIROUTE_TEST_MODULE}
+    || "$ROOT/build/nginx-test/ngx_http_omniroute_module.so";
+
 my %used_ports;
 
 sub new {
@@ -36,18 +41,28 @@ sub new {
     remove_tree($dir);
     make_path("$dir/logs", "$dir/tmp");
 
+    my $module = $opt{test_build} ? $TEST_MODULE : $MODULE;
+
+    if ($opt{test_build} && !-f $module) {
+        BAIL_OUT("$module is missing: run \"make test-build\"");
+    }
+
     my $self = bless {
         dir => $dir,
         ports => {},
         workers => $opt{workers} || 2,
         mocks => [],
         started => 0,
+        module => $module,
     }, $class;
 
     return $self;
 }
 
 sub dir { $_[0]{dir} }
+
+# the module .so this instance loads
+sub module { $_[0]{module} }
 
 # a free loopback TCP port, stable per name for this test file
 sub port {
@@ -101,21 +116,23 @@ sub expand {
     $text =~ s/%%GATEWAY%%\n?/$GATEWAY/g;
     $text =~ s/%%PORT_(\w+)%%/$self->port($1)/ge;
     $text =~ s/%%TESTDIR%%/$self->{dir}/g;
-    $text =~ s/%%MODULE%%/$MODULE/g;
+    $text =~ s/%%MODULE%%/$self->{module}/g;
     $text =~ s/%%PARAMS%%/$ROOT\/conf.d\/omniroute_params/g;
     return $text;
 }
 
 # the http {} body of a test configuration; the harness adds the rest
+# (module => PATH: load that .so instead of this instance's)
 sub config {
     my ($self, $http, %opt) = @_;
 
     my $d = $self->{dir};
     my $w = $opt{workers} || $self->{workers};
     my $main = $opt{main} || '';
+    my $module = $opt{module} || $self->{module};
 
     my $conf = <<"EOF";
-load_module $MODULE;
+load_module $module;
 worker_processes $w;
 error_log $d/logs/error.log info;
 pid $d/nginx.pid;

@@ -34,6 +34,8 @@ typedef struct {
     ngx_uint_t                    token_mode;   /* NGX_OMNIROUTE_API_TOKEN_* */
     u_char                        token_hash[32];   /* SHA-256 */
     size_t                        body_max;
+    ngx_str_t                     file;         /* of omniroute_api */
+    ngx_uint_t                    line;
 } ngx_omniroute_api_loc_conf_t;
 
 
@@ -101,8 +103,14 @@ ngx_int_t ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call);
 extern const char  *ngx_omniroute_outcome_names[];
 
 ngx_int_t ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call);
+ngx_atomic_uint_t ngx_omniroute_api_requests(ngx_omniroute_api_call_t *call,
+    ngx_uint_t outcome);
+
+/* the status page's pictures (ngx_omniroute_api_series.c) */
+ngx_int_t ngx_omniroute_api_timeseries(ngx_omniroute_api_call_t *call);
 
 /* status page (ngx_omniroute_status_page.c) */
+ngx_int_t ngx_omniroute_status_page_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_api_status_page(ngx_omniroute_api_call_t *call);
 
 

@@ -52,7 +52,8 @@ static ngx_chain_t *ngx_omniroute_api_chain(ngx_http_request_t *r,
     u_char *text, size_t len);
 static ngx_int_t ngx_omniroute_api_hash(u_char *data, size_t len,
     u_char *md);
-
+static char *ngx_omniroute_api_check_body_max(ngx_conf_t *cf, void *post,
+    void *data);
 static ngx_int_t ngx_omniroute_api_handler(ngx_http_request_t *r);
 static ngx_omniroute_api_endpoint_t *ngx_omniroute_api_route(
     ngx_http_request_t *r, ngx_omniroute_api_loc_conf_t *alcf);
@@ -70,6 +71,11 @@ static ngx_int_t ngx_omniroute_api_send(ngx_http_request_t *r,
 static const char *ngx_omniroute_api_error_type(ngx_uint_t status);
 static void ngx_omniroute_api_redact(ngx_omniroute_main_conf_t *omcf,
     u_char *p, size_t len);
+
+
+static ngx_conf_post_t  ngx_omniroute_api_body_max_bounds = {
+    ngx_omniroute_api_check_body_max
+};
 
 
 static ngx_command_t  ngx_omniroute_api_commands[] = {
@@ -93,7 +99,7 @@ static ngx_command_t  ngx_omniroute_api_commands[] = {
       ngx_conf_set_size_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_omniroute_api_loc_conf_t, body_max),
-      NULL },
+      &ngx_omniroute_api_body_max_bounds },
 
       ngx_null_command
 };
@@ -101,7 +107,7 @@ static ngx_command_t  ngx_omniroute_api_commands[] = {
 
 static ngx_http_module_t  ngx_omniroute_api_module_ctx = {
     NULL,                                  /* preconfiguration */
-    NULL,                                  /* postconfiguration */
+    ngx_omniroute_status_page_init,        /* postconfiguration */
 
     NULL,                                  /* create main configuration */
     NULL,                                  /* init main configuration */
@@ -134,6 +140,10 @@ static ngx_omniroute_api_endpoint_t  ngx_omniroute_api_endpoints[] = {
 
     { ngx_string("/api/monitoring/health"), 1,
       ngx_omniroute_api_health, NULL, NULL, NULL,
+      ngx_string("GET, HEAD") },
+
+    { ngx_string("/api/monitoring/timeseries"), 1,
+      ngx_omniroute_api_timeseries, NULL, NULL, NULL,
       ngx_string("GET, HEAD") },
 
     { ngx_string("/api/resilience"), 1,
@@ -217,20 +227,14 @@ ngx_omniroute_api_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                    sizeof(conf->token_hash));
     }
 
-    if (conf->body_max < 1024 || conf->body_max > 16 * 1024 * 1024) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"omniroute_api_max_body_size\" must be between "
-                           "1k and 16m");
-        return NGX_CONF_ERROR;
-    }
-
     if (conf->enabled
         && conf->token_mode == NGX_OMNIROUTE_API_TOKEN_UNSET)
     {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"omniroute_api\" needs \"omniroute_api_token "
-                           "env=NAME|file=PATH\" (or \"omniroute_api_token "
-                           "off\" to rely on allow/deny alone)");
+        ngx_omniroute_conf_error(cf, &conf->file, conf->line,
+                                 "\"omniroute_api\" needs \"omniroute_api_"
+                                 "token env=NAME|file=PATH\" (or \"omniroute_"
+                                 "api_token off\" to rely on allow/deny "
+                                 "alone)");
         return NGX_CONF_ERROR;
     }
 
@@ -246,6 +250,7 @@ ngx_omniroute_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_str_t                 *value, prefix;
     ngx_uint_t                 i;
     ngx_http_core_loc_conf_t  *clcf;
+    ngx_omniroute_loc_conf_t  *olcf;
 
     if (alcf->enabled) {
         return "is duplicate";
@@ -292,9 +297,20 @@ ngx_omniroute_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     alcf->enabled = 1;
     alcf->prefix = prefix;
+    alcf->file = cf->conf_file->file.name;
+    alcf->line = cf->conf_file->line;
 
     clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
     clcf->handler = ngx_omniroute_api_handler;
+
+    /* nginx's own error pages here (deny: 403, ...) are JSON too */
+
+    olcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_omniroute_module);
+    olcf->json_errors = 1;
+
+    if (ngx_omniroute_json_server(cf) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
 
     return NGX_CONF_OK;
 }
@@ -389,6 +405,28 @@ ngx_omniroute_api_token(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     alcf->token_mode = NGX_OMNIROUTE_API_TOKEN_SET;
 
     return NGX_CONF_OK;
+}
+
+
+/* omniroute_api_max_body_size: 1k..16m, at the directive's line */
+
+static char *
+ngx_omniroute_api_check_body_max(ngx_conf_t *cf, void *post, void *data)
+{
+    size_t     *sp = data;
+    ngx_str_t  *value;
+
+    if (*sp >= 1024 && *sp <= 16 * 1024 * 1024) {
+        return NGX_CONF_OK;
+    }
+
+    value = cf->args->elts;
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\": \"%V\" must be between 1k "
+                       "and 16m", &value[1], &value[0]);
+
+    return NGX_CONF_ERROR;
 }
 
 

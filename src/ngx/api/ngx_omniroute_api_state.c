@@ -207,10 +207,10 @@ ngx_omniroute_api_stats_json(ngx_omniroute_api_call_t *call)
     bad = json_object_set_new(o, "requests", req);
     bad |= json_object_set_new(o, "fallbacks", fb);
 
-    for (i = 0; i < NGX_OMNIROUTE_OUT_COUNT; i++) {
+    for (i = 0; i < NGX_OMNIROUTE_OUTCOMES; i++) {
         bad |= json_object_set_new(req, ngx_omniroute_outcome_names[i],
-                                   json_integer(stats ? stats->requests[i]
-                                                      : 0));
+                                   json_integer(ngx_omniroute_api_requests(
+                                                    call, i)));
     }
 
     for (i = 1; i < OR_REASON_COUNT; i++) {

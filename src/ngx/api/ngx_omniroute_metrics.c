@@ -56,18 +56,42 @@ static u_char *ngx_omniroute_metrics_escape(ngx_pool_t *pool, u_char *s,
 static void ngx_omniroute_metrics_lockout(ngx_str_t *key, void *value,
     size_t size, void *arg);
 static void ngx_omniroute_metrics_redis(ngx_omniroute_metrics_buf_t *mb);
+static void ngx_omniroute_metrics_labelled(ngx_omniroute_metrics_buf_t *mb,
+    ngx_omniroute_api_call_t *call);
+static void ngx_omniroute_metrics_pairs(ngx_omniroute_metrics_buf_t *mb,
+    ngx_omniroute_api_call_t *call, ngx_uint_t what);
+static void ngx_omniroute_metrics_hist(ngx_omniroute_metrics_buf_t *mb,
+    const char *name, u_char *labels, ngx_omniroute_hist_t *h);
+static u_char *ngx_omniroute_metrics_conn_labels(
+    ngx_omniroute_metrics_buf_t *mb, ngx_omniroute_main_conf_t *omcf,
+    ngx_uint_t ci);
 static void ngx_omniroute_metrics_keys(ngx_omniroute_metrics_buf_t *mb,
     ngx_omniroute_main_conf_t *omcf);
 
 
-const char  *ngx_omniroute_outcome_names[NGX_OMNIROUTE_OUT_COUNT] = {
+const char  *ngx_omniroute_outcome_names[NGX_OMNIROUTE_OUTCOMES] = {
     "success",
     "provider_error",
     "unreachable",
     "cooling_down",
     "no_targets",
-    "client_error"
+    "client_error",
+    "queue_full",
+    "queue_timeout"
 };
+
+
+/* the histograms' bucket bounds in seconds */
+static const char  *ngx_omniroute_hist_le[NGX_OMNIROUTE_HIST_BOUNDS] = {
+    "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5",
+    "10", "30", "60", "120", "300"
+};
+
+
+#define NGX_OMNIROUTE_M_ATTEMPTS   0
+#define NGX_OMNIROUTE_M_FALLBACKS  1
+#define NGX_OMNIROUTE_M_TOKENS     2
+#define NGX_OMNIROUTE_M_COST       3
 
 
 static const char  *ngx_omniroute_table_names[NGX_OMNIROUTE_T_COUNT] = {
@@ -128,11 +152,11 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                                "Client requests of omniroute_pass "
                                "locations, by outcome.");
 
-    for (i = 0; i < NGX_OMNIROUTE_OUT_COUNT; i++) {
+    for (i = 0; i < NGX_OMNIROUTE_OUTCOMES; i++) {
         ngx_omniroute_metrics_printf(&mb,
                               "omniroute_requests_total{outcome=\"%s\"} %uA\n",
                               ngx_omniroute_outcome_names[i],
-                              stats ? stats->requests[i] : 0);
+                              ngx_omniroute_api_requests(call, i));
     }
 
     ngx_omniroute_metrics_head(&mb, "omniroute_attempts_total", "counter",
@@ -385,6 +409,8 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
     ngx_omniroute_metrics_redis(&mb);
     ngx_omniroute_metrics_keys(&mb, call->omcf);
 
+    ngx_omniroute_metrics_labelled(&mb, call);
+
     if (mb.error) {
         return NGX_ERROR;
     }
@@ -437,7 +463,13 @@ ngx_omniroute_metrics_redis(ngx_omniroute_metrics_buf_t *mb)
           "Local changes lost from the event ring before being sent." },
         { "omniroute_redis_errors_total",
           offsetof(ngx_omniroute_redis_stats_t, errors),
-          "Error replies and undecodable data from Redis." }
+          "Error replies and undecodable data from Redis." },
+        { "omniroute_redis_records_rejected_total",
+          offsetof(ngx_omniroute_redis_stats_t, rejected),
+          "Remote records dropped as invalid (bad ranges or sizes)." },
+        { "omniroute_redis_refills_total",
+          offsetof(ngx_omniroute_redis_stats_t, refills),
+          "Times Redis had lost the state (flush, restart) and was refilled." }
     };
 
     st = ngx_omniroute_redis_stats();
@@ -594,6 +626,306 @@ ngx_omniroute_metrics_lockout(ngx_str_t *key, void *value, size_t size,
             return;
         }
     }
+}
+
+
+/* requests that ended with outcome, from the metrics zone (all models) */
+
+ngx_atomic_uint_t
+ngx_omniroute_api_requests(ngx_omniroute_api_call_t *call, ngx_uint_t outcome)
+{
+    ngx_uint_t              i;
+    ngx_atomic_uint_t       n;
+    ngx_omniroute_mzone_t  *mz;
+
+    mz = call->omcf->mzone;
+
+    if (mz == NULL || mz->sh == NULL || outcome >= NGX_OMNIROUTE_OUTCOMES) {
+        return 0;
+    }
+
+    n = 0;
+
+    for (i = 0; i < mz->nmodels; i++) {
+        n += mz->sh->models[i].requests[outcome];
+    }
+
+    return n;
+}
+
+
+/*
+ * The labelled series of the metrics zone: per model, per connection and
+ * per (model, connection) pair, every label a configured name.  Series
+ * per pair appear once they are non-zero; the others are always there.
+ */
+
+static void
+ngx_omniroute_metrics_labelled(ngx_omniroute_metrics_buf_t *mb,
+    ngx_omniroute_api_call_t *call)
+{
+    u_char                     *labels;
+    ngx_uint_t                  i, j;
+    ngx_omniroute_msh_t        *sh;
+    ngx_omniroute_mzone_t      *mz;
+    ngx_omniroute_provider_t   *p;
+
+    mz = call->omcf->mzone;
+
+    if (mz == NULL || mz->sh == NULL) {
+        return;
+    }
+
+    sh = mz->sh;
+    p = call->omcf->providers.elts;
+
+    ngx_omniroute_metrics_head(mb, "omniroute_model_requests_total",
+                               "counter",
+                               "Client requests by the configured model "
+                               "they named and how they ended.");
+
+    for (i = 0; i < mz->nmodels; i++) {
+        for (j = 0; j < NGX_OMNIROUTE_OUTCOMES; j++) {
+            ngx_omniroute_metrics_printf(mb,
+                           "omniroute_model_requests_total{model=\"%V\","
+                           "outcome=\"%s\"} %uA\n", &mz->model_names[i],
+                           ngx_omniroute_outcome_names[j],
+                           sh->models[i].requests[j]);
+        }
+    }
+
+    ngx_omniroute_metrics_head(mb, "omniroute_connection_attempts_total",
+                               "counter",
+                               "Upstream attempts by provider, connection, "
+                               "model and classified result (reason none: "
+                               "a success).");
+    ngx_omniroute_metrics_pairs(mb, call, NGX_OMNIROUTE_M_ATTEMPTS);
+
+    ngx_omniroute_metrics_head(mb, "omniroute_connection_fallbacks_total",
+                               "counter",
+                               "In-request fallovers by provider, "
+                               "connection and model of the failed attempt "
+                               "and its reason.");
+    ngx_omniroute_metrics_pairs(mb, call, NGX_OMNIROUTE_M_FALLBACKS);
+
+    ngx_omniroute_metrics_head(mb, "omniroute_tokens_total", "counter",
+                               "Tokens of non-streamed answers as the "
+                               "provider reported them, by type (prompt, "
+                               "completion, cached, reasoning).");
+    ngx_omniroute_metrics_pairs(mb, call, NGX_OMNIROUTE_M_TOKENS);
+
+    ngx_omniroute_metrics_head(mb, "omniroute_cost_total", "counter",
+                               "Prompt and completion tokens priced at the "
+                               "connection's cost= per million tokens.");
+    ngx_omniroute_metrics_pairs(mb, call, NGX_OMNIROUTE_M_COST);
+
+    ngx_omniroute_metrics_head(mb, "omniroute_breaker_transitions_total",
+                               "counter",
+                               "Circuit breaker state changes, by provider "
+                               "and the state entered.");
+
+    for (i = 0; i < mz->nproviders; i++) {
+        for (j = OR_CB_CLOSED; j <= OR_CB_HALF_OPEN; j++) {
+            ngx_omniroute_metrics_printf(mb,
+                          "omniroute_breaker_transitions_total{provider="
+                          "\"%V\",state=\"%s\"} %uA\n", &p[i].name,
+                          or_breaker_state_name((or_cb_state_e) j),
+                          sh->providers[i].transitions[j]);
+        }
+    }
+
+    /* histograms */
+
+    ngx_omniroute_metrics_head(mb, "omniroute_request_duration_seconds",
+                               "histogram",
+                               "Client request duration, by model, to the "
+                               "last byte sent.");
+
+    for (i = 0; i < mz->nmodels; i++) {
+        labels = ngx_pnalloc(mb->pool, mz->model_names[i].len + 16);
+        if (labels == NULL) {
+            mb->error = 1;
+            return;
+        }
+
+        ngx_sprintf(labels, "model=\"%V\"%Z", &mz->model_names[i]);
+
+        ngx_omniroute_metrics_hist(mb, "omniroute_request_duration_seconds",
+                                   labels, &sh->models[i].duration);
+    }
+
+    ngx_omniroute_metrics_head(mb, "omniroute_attempt_duration_seconds",
+                               "histogram",
+                               "Upstream attempt duration, by connection, "
+                               "to the end of its response.");
+
+    for (i = 0; i < mz->nconns; i++) {
+        labels = ngx_omniroute_metrics_conn_labels(mb, call->omcf, i);
+        ngx_omniroute_metrics_hist(mb, "omniroute_attempt_duration_seconds",
+                                   labels, &sh->conns[i].attempt);
+    }
+
+    ngx_omniroute_metrics_head(mb, "omniroute_attempt_first_byte_seconds",
+                               "histogram",
+                               "Time from the start of an attempt to its "
+                               "response header, by connection.");
+
+    for (i = 0; i < mz->nconns; i++) {
+        labels = ngx_omniroute_metrics_conn_labels(mb, call->omcf, i);
+        ngx_omniroute_metrics_hist(mb, "omniroute_attempt_first_byte_seconds",
+                                   labels, &sh->conns[i].first_byte);
+    }
+
+    ngx_omniroute_metrics_head(mb, "omniroute_stream_first_content_seconds",
+                               "histogram",
+                               "Time from the start of an attempt to the "
+                               "first meaningful event of a probed 200 "
+                               "stream, by connection.");
+
+    for (i = 0; i < mz->nconns; i++) {
+        labels = ngx_omniroute_metrics_conn_labels(mb, call->omcf, i);
+        ngx_omniroute_metrics_hist(mb,
+                                   "omniroute_stream_first_content_seconds",
+                                   labels, &sh->conns[i].first_content);
+    }
+}
+
+
+static u_char *
+ngx_omniroute_metrics_conn_labels(ngx_omniroute_metrics_buf_t *mb,
+    ngx_omniroute_main_conf_t *omcf, ngx_uint_t ci)
+{
+    u_char                      *labels;
+    ngx_omniroute_provider_t    *p;
+    ngx_omniroute_connection_t  *c;
+
+    p = omcf->providers.elts;
+    c = omcf->connections.elts;
+
+    labels = ngx_pnalloc(mb->pool, p[c[ci].provider].name.len + c[ci].id.len
+                                   + 32);
+    if (labels == NULL) {
+        mb->error = 1;
+        return NULL;
+    }
+
+    ngx_sprintf(labels, "provider=\"%V\",connection=\"%V\"%Z",
+                &p[c[ci].provider].name, &c[ci].id);
+
+    return labels;
+}
+
+
+static void
+ngx_omniroute_metrics_pairs(ngx_omniroute_metrics_buf_t *mb,
+    ngx_omniroute_api_call_t *call, ngx_uint_t what)
+{
+    uint64_t                     v;
+    ngx_uint_t                   k, j, ci;
+    ngx_str_t                   *model;
+    const char                  *name;
+    ngx_omniroute_mpair_t       *pair;
+    ngx_omniroute_mzone_t       *mz;
+    ngx_omniroute_provider_t    *p;
+    ngx_omniroute_connection_t  *c;
+
+    mz = call->omcf->mzone;
+    p = call->omcf->providers.elts;
+    c = call->omcf->connections.elts;
+
+    name = (what == NGX_OMNIROUTE_M_ATTEMPTS)
+           ? "omniroute_connection_attempts_total"
+           : "omniroute_connection_fallbacks_total";
+
+    for (k = 0; k < mz->npairs; k++) {
+        pair = &mz->sh->pairs[k];
+        ci = mz->pair_conn[k];
+        model = &mz->model_names[mz->pair_model[k]];
+
+        switch (what) {
+
+        case NGX_OMNIROUTE_M_TOKENS:
+            for (j = 0; j < OR_USAGE_KINDS; j++) {
+                if (pair->tokens[j] == 0) {
+                    continue;
+                }
+
+                ngx_omniroute_metrics_printf(mb,
+                        "omniroute_tokens_total{provider=\"%V\","
+                        "connection=\"%V\",model=\"%V\",type=\"%s\"} %uA\n",
+                        &p[c[ci].provider].name, &c[ci].id, model,
+                        or_usage_kind_name((or_usage_kind_e) j),
+                        pair->tokens[j]);
+            }
+
+            break;
+
+        case NGX_OMNIROUTE_M_COST:
+            v = pair->cost;
+
+            if (v == 0) {
+                break;
+            }
+
+            /* tokens x cost x 10^4 per million tokens: 10^10 a unit */
+
+            ngx_omniroute_metrics_printf(mb,
+                        "omniroute_cost_total{provider=\"%V\","
+                        "connection=\"%V\",model=\"%V\"} %uL.%010uL\n",
+                        &p[c[ci].provider].name, &c[ci].id, model,
+                        v / 10000000000ULL, v % 10000000000ULL);
+            break;
+
+        default:
+            for (j = 0; j < OR_REASON_COUNT; j++) {
+                v = (what == NGX_OMNIROUTE_M_ATTEMPTS) ? pair->attempts[j]
+                                                       : pair->fallbacks[j];
+                if (v == 0) {
+                    continue;
+                }
+
+                ngx_omniroute_metrics_printf(mb,
+                        "%s{provider=\"%V\",connection=\"%V\",model=\"%V\","
+                        "reason=\"%s\"} %uL\n", name,
+                        &p[c[ci].provider].name, &c[ci].id, model,
+                        or_reason_name((or_reason_e) j), v);
+            }
+
+            break;
+        }
+    }
+}
+
+
+static void
+ngx_omniroute_metrics_hist(ngx_omniroute_metrics_buf_t *mb,
+    const char *name, u_char *labels, ngx_omniroute_hist_t *h)
+{
+    ngx_uint_t         i;
+    ngx_atomic_uint_t  n, sum;
+
+    if (labels == NULL) {
+        return;
+    }
+
+    n = 0;
+
+    for (i = 0; i < NGX_OMNIROUTE_HIST_BOUNDS; i++) {
+        n += h->bucket[i];
+
+        ngx_omniroute_metrics_printf(mb, "%s_bucket{%s,le=\"%s\"} %uA\n",
+                                     name, labels, ngx_omniroute_hist_le[i],
+                                     n);
+    }
+
+    n += h->bucket[NGX_OMNIROUTE_HIST_BOUNDS];
+    sum = h->sum_ms;
+
+    ngx_omniroute_metrics_printf(mb, "%s_bucket{%s,le=\"+Inf\"} %uA\n",
+                                 name, labels, n);
+    ngx_omniroute_metrics_printf(mb, "%s_sum{%s} %uA.%03uA\n", name, labels,
+                                 sum / 1000, sum % 1000);
+    ngx_omniroute_metrics_printf(mb, "%s_count{%s} %uA\n", name, labels, n);
 }
 
 

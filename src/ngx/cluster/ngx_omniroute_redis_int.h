@@ -4,20 +4,23 @@
  *
  * Internals of the Redis mirror (see ngx_omniroute_redis_stats.h), shared by
  * ngx_omniroute_redis_module.c (configuration, process hooks, variables),
- * ngx_omniroute_redis_link.c (hiredis on the event loop, link state
- * machine) and ngx_omniroute_redis_state.c (wire format, merges).
+ * ngx_omniroute_redis_link.c (link state machine, sync),
+ * ngx_omniroute_redis_adapter.c (hiredis on the nginx event loop),
+ * ngx_omniroute_redis_state.c (wire format, validation, merges) and, in a
+ * test build only, ngx_omniroute_redis_debug.c (omniroute_redis_debug).
  *
- * Wire format (native byte order: every node of a cluster runs the same
- * build on the same architecture; the version byte and the value size
- * reject anything else):
+ * Wire format: src/core/or_wire.h (values and messages);
  *
  *   key      <prefix><table>:<store key>, e.g. "omniroute:breaker:alpha"
- *   value    "OR" version table | size (u32) | time (i64, ms) | value
- *   message  "OR" version op table node_len key_len 0 | time (i64) |
- *            size (u32) | 0 (u32) | node | key | value
+ *   epoch    <prefix>epoch: a token set by the first node that finds it
+ *            missing; gone or changed means Redis lost the mirror's keys
  *
  * "time" is the origin node's clock when the change was made: it orders
  * last-writer-wins tables (settings) and measures the propagation lag.
+ * Everything read from Redis is untrusted: framing is checked by the
+ * or_wire decoders, states by the engine's validators (or_*_valid()) and
+ * settings records by ngx_omniroute_redis_check(); a bad record is
+ * dropped, counted ("rejected") and logged at most once per log_interval.
  */
 
 
@@ -31,20 +34,22 @@
 
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
+#include <jansson.h>
 
 #include "ngx_omniroute.h"
 #include "ngx_omniroute_redis_stats.h"
+#include "or_wire.h"
 
 
-#define NGX_OMNIROUTE_REDIS_VERSION       1
+#define NGX_OMNIROUTE_REDIS_VERSION       OR_WIRE_VERSION
 
-#define NGX_OMNIROUTE_REDIS_OP_SET        0
-#define NGX_OMNIROUTE_REDIS_OP_DELETE     1
-#define NGX_OMNIROUTE_REDIS_OP_HEARTBEAT  2
+#define NGX_OMNIROUTE_REDIS_OP_SET        OR_WIRE_OP_SET
+#define NGX_OMNIROUTE_REDIS_OP_DELETE     OR_WIRE_OP_DELETE
+#define NGX_OMNIROUTE_REDIS_OP_HEARTBEAT  OR_WIRE_OP_HEARTBEAT
 
-#define NGX_OMNIROUTE_REDIS_VALUE_HDR     16
-#define NGX_OMNIROUTE_REDIS_MSG_HDR       24
-#define NGX_OMNIROUTE_REDIS_VALUE_MAX     (32 * 1024)
+#define NGX_OMNIROUTE_REDIS_VALUE_HDR     OR_WIRE_VALUE_HDR
+#define NGX_OMNIROUTE_REDIS_MSG_HDR       OR_WIRE_MSG_HDR
+#define NGX_OMNIROUTE_REDIS_VALUE_MAX     OR_WIRE_VALUE_MAX
 #define NGX_OMNIROUTE_REDIS_NODE_MAX      64
 #define NGX_OMNIROUTE_REDIS_PREFIX_MAX    64
 #define NGX_OMNIROUTE_REDIS_TABLE_MAX     16    /* longest table name + ':' */
@@ -60,6 +65,12 @@
 
 /* last-writer-wins versions of settings records kept in the shared zone */
 #define NGX_OMNIROUTE_REDIS_VERSIONS      256
+
+/* omniroute_redis_debug's settings records (test build): a string */
+#define NGX_OMNIROUTE_REDIS_DEBUG_VALUE   64
+
+#define NGX_OMNIROUTE_REDIS_KEY_LOG       64    /* key bytes in a log */
+#define NGX_OMNIROUTE_REDIS_EPOCH_MAX     128   /* epoch token bytes */
 
 #define NGX_OMNIROUTE_REDIS_BATCH         256   /* events read per pass */
 #define NGX_OMNIROUTE_REDIS_SCAN_COUNT    512
@@ -166,10 +177,17 @@ struct ngx_omniroute_redis_link_s {
     ngx_uint_t                    push_next;
     ngx_uint_t                    visit_table;
 
-    /* log rate limits: [0] errors, [1] notices */
-    ngx_msec_t                    log_at[2];
-    ngx_uint_t                    logged[2];
-    ngx_uint_t                    log_suppressed[2];
+    /* log rate limits: [0] errors, [1] notices, [2] rejected records */
+    ngx_msec_t                    log_at[3];
+    ngx_uint_t                    logged[3];
+    ngx_uint_t                    log_suppressed[3];
+
+    /* the epoch key: gone or changed means Redis lost the state */
+    ngx_str_t                     epoch_key;    /* <prefix>epoch */
+    ngx_msec_t                    epoch_at;     /* next check */
+    ngx_uint_t                    epoch_known;
+    size_t                        epoch_len;
+    u_char                        epoch[NGX_OMNIROUTE_REDIS_EPOCH_MAX];
 
     ngx_uint_t                    exiting;
 
@@ -186,6 +204,19 @@ struct ngx_omniroute_redis_link_s {
 extern ngx_module_t  ngx_http_omniroute_redis_module;
 
 
+/* ngx_omniroute_redis_module.c */
+json_t *ngx_omniroute_redis_stats_json(void);
+
+#if (NGX_OMNIROUTE_TEST)
+/* ngx_omniroute_redis_debug.c */
+char *ngx_omniroute_redis_debug(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+#endif
+
+/* ngx_omniroute_redis_adapter.c */
+ngx_int_t ngx_omniroute_redis_attach(ngx_omniroute_redis_conn_t *rc,
+    redisAsyncContext *ac);
+
 /* ngx_omniroute_redis_link.c */
 ngx_int_t ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,
     ngx_omniroute_redis_main_conf_t *rmcf, ngx_omniroute_store_t *store);
@@ -193,6 +224,8 @@ void ngx_omniroute_redis_link_exit(ngx_cycle_t *cycle);
 void ngx_omniroute_redis_push(ngx_omniroute_redis_link_t *link,
     ngx_uint_t table, ngx_str_t *key, ngx_uint_t op, u_char *value,
     size_t size, or_msec_t time);
+void ngx_omniroute_redis_reject(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t table, ngx_str_t *key, const char *why);
 
 /* ngx_omniroute_redis_state.c */
 const char *ngx_omniroute_redis_table_name(ngx_uint_t table);
@@ -225,15 +258,24 @@ ngx_int_t ngx_omniroute_redis_decode_msg(u_char *data, size_t len,
     ngx_omniroute_redis_msg_t *msg);
 
 /*
+ * Why a remote record (table, key, state of size bytes, aligned, written
+ * at its origin's "time") must not be merged, or NULL when it may.
+ */
+const char *ngx_omniroute_redis_check(ngx_uint_t table, ngx_str_t *key,
+    u_char *value, size_t size, or_msec_t time, or_msec_t now);
+
+/*
  * Merge a remote value into the store.  Returns NGX_OK when the merged
  * value equals the remote one, NGX_DECLINED when ours knows more (then
- * *merged holds it: write it back), NGX_ERROR on bad data.  *changed
- * tells whether our state changed.
+ * *merged holds it: write it back), NGX_ABORT when the record fails
+ * ngx_omniroute_redis_check() (*why names the bad field: the caller counts
+ * and logs it, ngx_omniroute_redis_reject()), NGX_ERROR on bad data.
+ * *changed tells whether our state changed.
  */
 ngx_int_t ngx_omniroute_redis_apply(ngx_omniroute_redis_link_t *link,
     ngx_uint_t table, ngx_str_t *key, u_char *value, size_t size,
     or_msec_t time, u_char *merged, or_msec_t *merged_time,
-    ngx_uint_t *changed);
+    ngx_uint_t *changed, const char **why);
 
 /* the current value of a local record; NGX_DECLINED when there is none */
 ngx_int_t ngx_omniroute_redis_read(ngx_omniroute_redis_link_t *link,

@@ -5,13 +5,9 @@
  * Redis mirror: hiredis async contexts on the nginx event loop and the
  * link state machine (see ngx_omniroute_redis_int.h).
  *
- * Adapter.  Each hiredis context's socket is wrapped in an nginx
- * connection from ngx_get_connection(); hiredis owns the descriptor and
- * closes it in redisFree(), so the cleanup hook only removes the events
- * and returns the connection with fd = -1 (no "open socket left").  Reads
- * are drained (epoll is edge-triggered and hiredis reads 16 KiB a call).
- * hiredis 0.14 has no timers: connect and reply timeouts are checked by
- * the link's own timer.
+ * Each hiredis context is put on the event loop by the adapter
+ * (ngx_omniroute_redis_adapter.c).  hiredis 0.14 has no timers: connect
+ * and reply timeouts are checked by the link's own timer.
  *
  *   DOWN --retry_at--> CONNECTING --both handshakes--> SYNCING
  *   SYNCING --SCAN+MGET merged, missing state pushed--> UP
@@ -21,9 +17,9 @@
  * One timer (interval) drives everything: reads the store's event ring
  * (always: while not publishing it only notes settings versions), sends
  * heartbeats, checks timeouts, paces the push of a full sync, starts a
- * resync, reconnects.  It is cancelable, so it never delays a graceful
- * shutdown; exit_process flushes what is queued (bounded) and frees both
- * contexts.
+ * resync (also when the epoch key shows Redis lost the state),
+ * reconnects.  It is cancelable, so it never delays a graceful shutdown;
+ * exit_process flushes what is queued (bounded) and frees both contexts.
  */
 
 
@@ -33,7 +29,6 @@
 #include <ngx_http.h>
 
 #include <poll.h>
-#include <sys/ioctl.h>
 
 #include "ngx_omniroute_redis_int.h"
 
@@ -46,6 +41,10 @@ static void ngx_cdecl ngx_omniroute_redis_fail(
 static void ngx_cdecl ngx_omniroute_redis_log(
     ngx_omniroute_redis_link_t *link, ngx_uint_t level, const char *fmt,
     ...);
+static void ngx_omniroute_redis_vlog(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t k, ngx_uint_t level, const char *fmt, va_list args);
+static void ngx_cdecl ngx_omniroute_redis_log_record(
+    ngx_omniroute_redis_link_t *link, const char *fmt, ...);
 static void ngx_omniroute_redis_set_state(ngx_omniroute_redis_link_t *link,
     ngx_uint_t state);
 static ngx_int_t ngx_omniroute_redis_command(ngx_omniroute_redis_conn_t *rc,
@@ -60,6 +59,11 @@ static void ngx_omniroute_redis_heartbeat(ngx_omniroute_redis_link_t *link);
 static void ngx_omniroute_redis_drain(ngx_omniroute_redis_link_t *link,
     ngx_uint_t publish);
 static void ngx_omniroute_redis_flush(ngx_omniroute_redis_link_t *link);
+
+static void ngx_omniroute_redis_epoch_learn(ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_epoch_check(ngx_omniroute_redis_link_t *link);
+static void ngx_omniroute_redis_on_epoch(redisAsyncContext *ac, void *r,
+    void *data);
 
 static void ngx_omniroute_redis_start_sync(ngx_omniroute_redis_link_t *link);
 static void ngx_omniroute_redis_scan(ngx_omniroute_redis_link_t *link);
@@ -89,16 +93,12 @@ static void ngx_omniroute_redis_on_scan(redisAsyncContext *ac, void *r,
 static void ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r,
     void *data);
 
-static void ngx_omniroute_redis_add_read(void *privdata);
-static void ngx_omniroute_redis_del_read(void *privdata);
-static void ngx_omniroute_redis_add_write(void *privdata);
-static void ngx_omniroute_redis_del_write(void *privdata);
-static void ngx_omniroute_redis_cleanup(void *privdata);
-static void ngx_omniroute_redis_read_handler(ngx_event_t *rev);
-static void ngx_omniroute_redis_write_handler(ngx_event_t *wev);
-
 
 static ngx_omniroute_redis_link_t  *ngx_omniroute_redis_link;
+
+/* what an epoch GET is for (its callback's data) */
+static u_char  ngx_omniroute_redis_epoch_learning;
+static u_char  ngx_omniroute_redis_epoch_checking;
 
 
 ngx_int_t
@@ -121,13 +121,19 @@ ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,
     link->merged = ngx_palloc(cycle->pool, NGX_OMNIROUTE_REDIS_VALUE_MAX);
     link->events = ngx_palloc(cycle->pool, NGX_OMNIROUTE_REDIS_BATCH
                                            * sizeof(ngx_omniroute_event_t));
+    link->epoch_key.data = ngx_pnalloc(cycle->pool,
+                                       rmcf->prefix.len + sizeof("epoch"));
 
     if (link->rkey == NULL || link->rvalue == NULL || link->msg == NULL
         || link->local == NULL || link->merged == NULL
-        || link->events == NULL)
+        || link->events == NULL || link->epoch_key.data == NULL)
     {
         return NGX_ERROR;
     }
+
+    link->epoch_key.len = ngx_sprintf(link->epoch_key.data, "%Vepoch",
+                                      &rmcf->prefix)
+                          - link->epoch_key.data;
 
     link->rmcf = rmcf;
     link->store = store;
@@ -298,7 +304,6 @@ ngx_omniroute_redis_connect(ngx_omniroute_redis_link_t *link)
 static ngx_int_t
 ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc)
 {
-    ngx_connection_t                 *c;
     redisAsyncContext                *ac;
     ngx_omniroute_redis_link_t       *link;
     ngx_omniroute_redis_main_conf_t  *rmcf;
@@ -328,29 +333,10 @@ ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc)
         return NGX_ERROR;
     }
 
-    c = ngx_get_connection(ac->c.fd, link->log);
-    if (c == NULL) {
+    if (ngx_omniroute_redis_attach(rc, ac) != NGX_OK) {
         redisAsyncFree(ac);
         return NGX_ERROR;
     }
-
-    c->data = rc;
-    c->read->handler = ngx_omniroute_redis_read_handler;
-    c->write->handler = ngx_omniroute_redis_write_handler;
-    c->read->log = c->log;
-    c->write->log = c->log;
-    c->number = ngx_atomic_fetch_add(ngx_connection_counter, 1);
-
-    rc->ac = ac;
-    rc->c = c;
-
-    ac->data = rc;
-    ac->ev.data = c;
-    ac->ev.addRead = ngx_omniroute_redis_add_read;
-    ac->ev.delRead = ngx_omniroute_redis_del_read;
-    ac->ev.addWrite = ngx_omniroute_redis_add_write;
-    ac->ev.delWrite = ngx_omniroute_redis_del_write;
-    ac->ev.cleanup = ngx_omniroute_redis_cleanup;
 
     /* the connect callback is what asks for the first write event */
 
@@ -359,7 +345,8 @@ ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc)
     (void) redisAsyncSetConnectCallback(ac, ngx_omniroute_redis_on_connect);
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, link->log, 0,
-                   "omniroute redis %s connection fd:%d", rc->name, c->fd);
+                   "omniroute redis %s connection fd:%d", rc->name,
+                   rc->c->fd);
 
     return NGX_OK;
 }
@@ -434,21 +421,32 @@ ngx_omniroute_redis_fail(ngx_omniroute_redis_link_t *link, const char *fmt,
 
 /*
  * Errors are logged at most once per log_interval, and so are notices
- * (link up); the next message says how many were suppressed.  The
- * password never reaches a message.
+ * (link up) and rejected records, each on its own budget; the next
+ * message says how many were suppressed.  The password never reaches a
+ * message.
  */
 
 static void ngx_cdecl
 ngx_omniroute_redis_log(ngx_omniroute_redis_link_t *link, ngx_uint_t level,
     const char *fmt, ...)
 {
+    va_list  args;
+
+    va_start(args, fmt);
+    ngx_omniroute_redis_vlog(link, (level >= NGX_LOG_NOTICE) ? 1 : 0, level,
+                             fmt, args);
+    va_end(args);
+}
+
+
+static void
+ngx_omniroute_redis_vlog(ngx_omniroute_redis_link_t *link, ngx_uint_t k,
+    ngx_uint_t level, const char *fmt, va_list args)
+{
     u_char      *p, *last, buf[NGX_MAX_ERROR_STR];
-    va_list      args;
-    ngx_uint_t   k;
     ngx_msec_t   now;
 
     now = ngx_current_msec;
-    k = (level >= NGX_LOG_NOTICE) ? 1 : 0;
 
     if (link->logged[k] && now - link->log_at[k] < link->rmcf->log_interval) {
         link->log_suppressed[k]++;
@@ -457,9 +455,7 @@ ngx_omniroute_redis_log(ngx_omniroute_redis_link_t *link, ngx_uint_t level,
 
     last = buf + sizeof(buf);
 
-    va_start(args, fmt);
     p = ngx_vslprintf(buf, last, fmt, args);
-    va_end(args);
 
     if (link->log_suppressed[k]) {
         p = ngx_slprintf(p, last, " (%ui more such messages suppressed)",
@@ -473,6 +469,58 @@ ngx_omniroute_redis_log(ngx_omniroute_redis_link_t *link, ngx_uint_t level,
     link->logged[k] = 1;
     link->log_at[k] = now;
     link->log_suppressed[k] = 0;
+}
+
+
+static void ngx_cdecl
+ngx_omniroute_redis_log_record(ngx_omniroute_redis_link_t *link,
+    const char *fmt, ...)
+{
+    va_list  args;
+
+    va_start(args, fmt);
+    ngx_omniroute_redis_vlog(link, 2, NGX_LOG_WARN, fmt, args);
+    va_end(args);
+}
+
+
+/*
+ * A remote record failed validation (ngx_omniroute_redis_check()): it is
+ * dropped, counted and logged with its table, key (escaped, at most 64
+ * bytes) and the field found wrong; never a value.
+ */
+
+void
+ngx_omniroute_redis_reject(ngx_omniroute_redis_link_t *link,
+    ngx_uint_t table, ngx_str_t *key, const char *why)
+{
+    u_char      *p, buf[NGX_OMNIROUTE_REDIS_KEY_LOG * 4 + 3];
+    ngx_uint_t   i;
+
+    (void) ngx_atomic_fetch_add(&link->stats->rejected, 1);
+
+    p = buf;
+
+    for (i = 0; i < key->len && i < NGX_OMNIROUTE_REDIS_KEY_LOG; i++) {
+        if (key->data[i] < 0x20 || key->data[i] >= 0x7f
+            || key->data[i] == '"' || key->data[i] == '\\')
+        {
+            p = ngx_sprintf(p, "\\x%02xd", key->data[i]);
+
+        } else {
+            *p++ = key->data[i];
+        }
+    }
+
+    if (key->len > NGX_OMNIROUTE_REDIS_KEY_LOG) {
+        p = ngx_cpymem(p, "...", 3);
+    }
+
+    ngx_omniroute_redis_log_record(link, "rejected an invalid record from "
+                                   "Redis: table \"%s\", key \"%*s\" "
+                                   "(bad %s); ignored",
+                                   ngx_omniroute_redis_table_name(table),
+                                   (size_t) (p - buf), buf, why);
 }
 
 
@@ -587,6 +635,11 @@ ngx_omniroute_redis_tick(ngx_event_t *ev)
                            && (ngx_msec_int_t) (now - link->resync_at) >= 0)))
         {
             ngx_omniroute_redis_start_sync(link);
+
+        } else if (!link->syncing
+                   && (ngx_msec_int_t) (now - link->epoch_at) >= 0)
+        {
+            ngx_omniroute_redis_epoch_check(link);
         }
 
         break;
@@ -939,7 +992,165 @@ ngx_omniroute_redis_start_sync(ngx_omniroute_redis_link_t *link)
     link->scan_cursor[0] = '0';
     link->scan_cursor[1] = '\0';
 
+    /* before the SCAN: a flush from now on changes what we learn here */
+    ngx_omniroute_redis_epoch_learn(link);
+
     ngx_omniroute_redis_scan(link);
+}
+
+
+/*
+ * The epoch key tells whether Redis still holds what the nodes wrote
+ * (docs/cluster.md, "When Redis misbehaves").  Every full sync sets it if
+ * it is missing (SET NX, a token of this node and this moment) and reads
+ * what it holds; every keepalive the node reads it again.  Gone (FLUSHALL,
+ * FLUSHDB, a restart or failover without the data, expiry) or changed
+ * (another node found it gone first and set its own) means the records
+ * may be gone too: the node runs a full sync, which pushes everything
+ * Redis lacks.  Within a keepalive or two, Redis holds the cluster's state
+ * again, before a restarting node needs it.
+ */
+
+static void
+ngx_omniroute_redis_epoch_learn(ngx_omniroute_redis_link_t *link)
+{
+    u_char                           *p;
+    const char                       *argv[6];
+    size_t                            argvlen[6];
+    u_char                            ttl[NGX_INT64_LEN];
+    u_char                            token[NGX_OMNIROUTE_REDIS_EPOCH_MAX];
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = link->rmcf;
+
+    link->epoch_at = ngx_current_msec + rmcf->keepalive;
+
+    p = ngx_snprintf(token, sizeof(token), "%V:%L:%08xD", &rmcf->node,
+                     (int64_t) ngx_omniroute_now(), (uint32_t) ngx_random());
+
+    argv[0] = "SET";
+    argvlen[0] = 3;
+    argv[1] = (const char *) link->epoch_key.data;
+    argvlen[1] = link->epoch_key.len;
+    argv[2] = (const char *) token;
+    argvlen[2] = p - token;
+    argv[3] = "NX";
+    argvlen[3] = 2;
+    argv[4] = "PX";
+    argvlen[4] = 2;
+    argv[5] = (const char *) ttl;
+    argvlen[5] = ngx_sprintf(ttl, "%L", (int64_t) NGX_OMNIROUTE_REDIS_TTL_MAX)
+                 - ttl;
+
+    if (ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_reply,
+                                    NULL, 6, argv, argvlen)
+        != NGX_OK)
+    {
+        return;
+    }
+
+    argv[0] = "GET";
+    argvlen[0] = 3;
+
+    (void) ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_epoch,
+                                       &ngx_omniroute_redis_epoch_learning, 2,
+                                       argv, argvlen);
+}
+
+
+static void
+ngx_omniroute_redis_epoch_check(ngx_omniroute_redis_link_t *link)
+{
+    const char  *argv[2];
+    size_t       argvlen[2];
+
+    link->epoch_at = ngx_current_msec + link->rmcf->keepalive;
+
+    if (!link->epoch_known) {
+        /* not learnt yet (a flush right after the SET): learn it now */
+        ngx_omniroute_redis_epoch_learn(link);
+        return;
+    }
+
+    argv[0] = "GET";
+    argvlen[0] = 3;
+    argv[1] = (const char *) link->epoch_key.data;
+    argvlen[1] = link->epoch_key.len;
+
+    (void) ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_epoch,
+                                       &ngx_omniroute_redis_epoch_checking, 2,
+                                       argv, argvlen);
+}
+
+
+static void
+ngx_omniroute_redis_on_epoch(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    ngx_omniroute_redis_link_t  *link;
+
+    ngx_omniroute_redis_replied(rc);
+
+    link = rc->link;
+
+    if (reply == NULL) {
+        return;
+    }
+
+    if (reply->type == REDIS_REPLY_ERROR) {
+        (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
+        ngx_omniroute_redis_log(link, NGX_LOG_ERR, "error reply: %*s",
+                                reply->len, reply->str);
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_NIL
+        && (reply->type != REDIS_REPLY_STRING
+            || reply->len > NGX_OMNIROUTE_REDIS_EPOCH_MAX))
+    {
+        (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
+        return;
+    }
+
+    if (data == &ngx_omniroute_redis_epoch_learning) {
+
+        if (reply->type == REDIS_REPLY_NIL) {
+            link->epoch_known = 0;
+            return;
+        }
+
+        ngx_memcpy(link->epoch, reply->str, reply->len);
+        link->epoch_len = reply->len;
+        link->epoch_known = 1;
+        return;
+    }
+
+    /* a check; a sync started since learns anew */
+
+    if (link->syncing || !link->epoch_known) {
+        return;
+    }
+
+    if (reply->type == REDIS_REPLY_STRING
+        && (size_t) reply->len == link->epoch_len
+        && ngx_memcmp(reply->str, link->epoch, link->epoch_len) == 0)
+    {
+        return;
+    }
+
+    link->epoch_known = 0;
+    link->dirty = 1;
+
+    (void) ngx_atomic_fetch_add(&link->stats->refills, 1);
+
+    ngx_omniroute_redis_log(link, NGX_LOG_WARN,
+                            "the state is gone from Redis (epoch key %s: "
+                            "flushed, restarted or failed over?); "
+                            "republishing",
+                            reply->type == REDIS_REPLY_NIL ? "missing"
+                                                           : "changed");
 }
 
 
@@ -1097,6 +1308,7 @@ ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r, void *data)
     or_msec_t                         time, mtime;
     ngx_str_t                        *k, key;
     ngx_uint_t                        changed;
+    const char                       *why;
     redisReply                       *v;
     ngx_omniroute_redis_link_t       *link;
     ngx_omniroute_redis_seen_t       *s;
@@ -1157,10 +1369,16 @@ ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r, void *data)
         }
 
         rv = ngx_omniroute_redis_apply(link, table, &key, value, size, time,
-                                       link->merged, &mtime, &changed);
+                                       link->merged, &mtime, &changed, &why);
 
         if (rv == NGX_ERROR) {
             (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
+            continue;
+        }
+
+        if (rv == NGX_ABORT) {
+            /* rejected: counted, logged; ours is pushed over it */
+            ngx_omniroute_redis_reject(link, table, &key, why);
             continue;
         }
 
@@ -1376,8 +1594,9 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
     size_t len)
 {
     ngx_int_t                         rv;
-    or_msec_t                         mtime, lag;
+    or_msec_t                         mtime, lag, now;
     ngx_uint_t                        changed;
+    const char                       *why;
     ngx_omniroute_redis_msg_t         msg;
     ngx_omniroute_redis_main_conf_t  *rmcf;
 
@@ -1404,10 +1623,14 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
 
     (void) ngx_atomic_fetch_add(&link->stats->received, 1);
 
-    lag = ngx_omniroute_now() - msg.time;
-    link->stats->lag_ms = (lag > 0) ? (ngx_atomic_uint_t) lag : 0;
+    now = ngx_omniroute_now();
+
+    /* an origin time is untrusted too: no overflow, no absurd lag */
+    lag = (msg.time >= 0 && msg.time <= now) ? now - msg.time : 0;
 
     if (msg.op == NGX_OMNIROUTE_REDIS_OP_DELETE) {
+        link->stats->lag_ms = (ngx_atomic_uint_t) lag;
+
         if (ngx_omniroute_store_delete(link->store, msg.table, &msg.key, 1)
             == NGX_OK)
         {
@@ -1424,12 +1647,19 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
 
     rv = ngx_omniroute_redis_apply(link, msg.table, &msg.key, msg.value,
                                    msg.size, msg.time, link->merged, &mtime,
-                                   &changed);
+                                   &changed, &why);
 
     if (rv == NGX_ERROR) {
         (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
         return;
     }
+
+    if (rv == NGX_ABORT) {
+        ngx_omniroute_redis_reject(link, msg.table, &msg.key, why);
+        return;
+    }
+
+    link->stats->lag_ms = (ngx_atomic_uint_t) lag;
 
     if (changed) {
         (void) ngx_atomic_fetch_add(&link->stats->applied, 1);
@@ -1585,154 +1815,4 @@ ngx_omniroute_redis_on_subscribe(redisAsyncContext *ac, void *r, void *data)
             ngx_omniroute_redis_start_sync(link);
         }
     }
-}
-
-
-/* the event adapter */
-
-static void
-ngx_omniroute_redis_add_read(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (!c->read->active) {
-        if (ngx_add_event(c->read, NGX_READ_EVENT,
-                          (ngx_event_flags & NGX_USE_CLEAR_EVENT)
-                          ? NGX_CLEAR_EVENT : NGX_LEVEL_EVENT)
-            != NGX_OK)
-        {
-            ngx_log_error(NGX_LOG_ERR, c->log, 0,
-                          "omniroute redis: could not add a read event");
-        }
-    }
-}
-
-
-static void
-ngx_omniroute_redis_del_read(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (c->read->active) {
-        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
-    }
-}
-
-
-static void
-ngx_omniroute_redis_add_write(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (!c->write->active) {
-        if (ngx_add_event(c->write, NGX_WRITE_EVENT,
-                          (ngx_event_flags & NGX_USE_CLEAR_EVENT)
-                          ? NGX_CLEAR_EVENT : NGX_LEVEL_EVENT)
-            != NGX_OK)
-        {
-            ngx_log_error(NGX_LOG_ERR, c->log, 0,
-                          "omniroute redis: could not add a write event");
-        }
-    }
-}
-
-
-static void
-ngx_omniroute_redis_del_write(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (c->write->active) {
-        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
-    }
-}
-
-
-/*
- * hiredis is freeing the context and will close the descriptor itself:
- * drop the events, return the connection with fd -1.  May run inside our
- * own read handler; the caller then sees rc->c != c.
- */
-
-static void
-ngx_omniroute_redis_cleanup(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    ngx_omniroute_redis_conn_t  *rc;
-
-    rc = c->data;
-
-    if (c->read->active) {
-        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
-    }
-
-    if (c->write->active) {
-        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
-    }
-
-    if (c->read->timer_set) {
-        ngx_del_timer(c->read);
-    }
-
-    if (c->write->timer_set) {
-        ngx_del_timer(c->write);
-    }
-
-    if (c->read->posted) {
-        ngx_delete_posted_event(c->read);
-    }
-
-    if (c->write->posted) {
-        ngx_delete_posted_event(c->write);
-    }
-
-    ngx_free_connection(c);
-    c->fd = (ngx_socket_t) -1;
-
-    rc->c = NULL;
-    rc->ac = NULL;
-    rc->ready = 0;
-}
-
-
-static void
-ngx_omniroute_redis_read_handler(ngx_event_t *rev)
-{
-    ngx_connection_t  *c = rev->data;
-
-    int                          n;
-    ngx_socket_t                 fd;
-    ngx_omniroute_redis_conn_t  *rc;
-
-    rc = c->data;
-
-    /* edge-triggered: read until the socket is empty */
-
-    for ( ;; ) {
-        fd = c->fd;
-
-        redisAsyncHandleRead(rc->ac);
-
-        if (rc->c != c) {
-            return;             /* freed meanwhile */
-        }
-
-        if (ioctl(fd, FIONREAD, &n) == -1 || n <= 0) {
-            return;
-        }
-    }
-}
-
-
-static void
-ngx_omniroute_redis_write_handler(ngx_event_t *wev)
-{
-    ngx_connection_t  *c = wev->data;
-
-    ngx_omniroute_redis_conn_t  *rc;
-
-    rc = c->data;
-
-    redisAsyncHandleWrite(rc->ac);
 }

@@ -2,8 +2,9 @@
 /*
  * Copyright (C) ngx_omniroute authors
  *
- * Redis mirror: wire format, TTLs and the merge of remote states into the
- * store (see ngx_omniroute_redis_int.h).
+ * Redis mirror: wire format (or_wire.h), validation of remote records,
+ * TTLs and the merge of remote states into the store (see
+ * ngx_omniroute_redis_int.h).
  *
  * Merge rules per table (R-CLUSTER-2):
  *   breaker, conn, lockout, rejected   the engine's lattice merges
@@ -26,8 +27,10 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_redis_int.h"
+#include "ngx_omniroute_settings.h"
 #include "or_pin.h"
 #include "or_breaker.h"
+#include "or_classify.h"
 #include "or_cooldown.h"
 #include "or_lockout.h"
 
@@ -59,6 +62,13 @@ static void ngx_omniroute_redis_find(ngx_str_t *key, void *value,
     size_t size, void *arg);
 static or_msec_t ngx_omniroute_redis_last(ngx_uint_t table, u_char *value,
     or_msec_t now);
+static const char *ngx_omniroute_redis_check_settings(ngx_str_t *key,
+    u_char *value, size_t size);
+static const char *ngx_omniroute_redis_check_override(
+    ngx_omniroute_setting_desc_t *table,
+    ngx_omniroute_settings_override_t *ov);
+static const char *ngx_omniroute_redis_check_rules(u_char *value,
+    size_t size);
 
 
 static const char  *ngx_omniroute_redis_tables[] = {
@@ -273,18 +283,7 @@ size_t
 ngx_omniroute_redis_encode_value(u_char *buf, ngx_uint_t table,
     u_char *value, size_t size, or_msec_t time)
 {
-    uint32_t  n;
-
-    buf[0] = 'O';
-    buf[1] = 'R';
-    buf[2] = NGX_OMNIROUTE_REDIS_VERSION;
-    buf[3] = (u_char) table;
-    n = (uint32_t) size;
-    ngx_memcpy(buf + 4, &n, 4);
-    ngx_memcpy(buf + 8, &time, 8);
-    ngx_memcpy(buf + NGX_OMNIROUTE_REDIS_VALUE_HDR, value, size);
-
-    return NGX_OMNIROUTE_REDIS_VALUE_HDR + size;
+    return or_wire_encode_value(buf, (unsigned) table, value, size, time);
 }
 
 
@@ -292,28 +291,15 @@ ngx_int_t
 ngx_omniroute_redis_decode_value(u_char *data, size_t len, ngx_uint_t table,
     u_char **value, size_t *size, or_msec_t *time)
 {
-    uint32_t  n;
+    const uint8_t  *v;
 
-    if (len < NGX_OMNIROUTE_REDIS_VALUE_HDR
-        || data[0] != 'O' || data[1] != 'R'
-        || data[2] != NGX_OMNIROUTE_REDIS_VERSION
-        || data[3] != table)
+    if (or_wire_decode_value(data, len, (unsigned) table, &v, size, time)
+        != 0)
     {
         return NGX_ERROR;
     }
 
-    ngx_memcpy(&n, data + 4, 4);
-
-    if (n != len - NGX_OMNIROUTE_REDIS_VALUE_HDR
-        || n == 0 || n > NGX_OMNIROUTE_REDIS_VALUE_MAX)
-    {
-        return NGX_ERROR;
-    }
-
-    ngx_memcpy(time, data + 8, 8);
-
-    *value = data + NGX_OMNIROUTE_REDIS_VALUE_HDR;
-    *size = n;
+    *value = (u_char *) v;
 
     return NGX_OK;
 }
@@ -324,34 +310,9 @@ ngx_omniroute_redis_encode_msg(u_char *buf, ngx_str_t *node, ngx_uint_t op,
     ngx_uint_t table, ngx_str_t *key, u_char *value, size_t size,
     or_msec_t time)
 {
-    u_char    *p;
-    uint32_t   n;
-
-    buf[0] = 'O';
-    buf[1] = 'R';
-    buf[2] = NGX_OMNIROUTE_REDIS_VERSION;
-    buf[3] = (u_char) op;
-    buf[4] = (u_char) table;
-    buf[5] = (u_char) node->len;
-    buf[6] = (u_char) (key ? key->len : 0);
-    buf[7] = 0;
-    ngx_memcpy(buf + 8, &time, 8);
-    n = (uint32_t) size;
-    ngx_memcpy(buf + 16, &n, 4);
-    ngx_memzero(buf + 20, 4);
-
-    p = buf + NGX_OMNIROUTE_REDIS_MSG_HDR;
-    p = ngx_cpymem(p, node->data, node->len);
-
-    if (key) {
-        p = ngx_cpymem(p, key->data, key->len);
-    }
-
-    if (size) {
-        p = ngx_cpymem(p, value, size);
-    }
-
-    return p - buf;
+    return or_wire_encode_msg(buf, node->data, node->len, (unsigned) op,
+                              (unsigned) table, key ? key->data : NULL,
+                              key ? key->len : 0, value, size, time);
 }
 
 
@@ -359,48 +320,236 @@ ngx_int_t
 ngx_omniroute_redis_decode_msg(u_char *data, size_t len,
     ngx_omniroute_redis_msg_t *msg)
 {
-    u_char    *p;
-    uint32_t   n;
+    or_wire_msg_t  m;
 
-    if (len < NGX_OMNIROUTE_REDIS_MSG_HDR
-        || data[0] != 'O' || data[1] != 'R'
-        || data[2] != NGX_OMNIROUTE_REDIS_VERSION
-        || data[3] > NGX_OMNIROUTE_REDIS_OP_HEARTBEAT
-        || data[4] >= NGX_OMNIROUTE_T_COUNT)
-    {
+    if (or_wire_decode_msg(data, len, NGX_OMNIROUTE_T_COUNT, &m) != 0) {
         return NGX_ERROR;
     }
 
-    msg->op = data[3];
-    msg->table = data[4];
-    msg->node.len = data[5];
-    msg->key.len = data[6];
-    ngx_memcpy(&msg->time, data + 8, 8);
-    ngx_memcpy(&n, data + 16, 4);
-    msg->size = n;
-
-    if (msg->size > NGX_OMNIROUTE_REDIS_VALUE_MAX
-        || NGX_OMNIROUTE_REDIS_MSG_HDR + msg->node.len + msg->key.len
-           + msg->size != len)
-    {
-        return NGX_ERROR;
-    }
-
-    p = data + NGX_OMNIROUTE_REDIS_MSG_HDR;
-    msg->node.data = p;
-    p += msg->node.len;
-    msg->key.data = p;
-    p += msg->key.len;
-    msg->value = p;
+    msg->op = m.op;
+    msg->table = m.table;
+    msg->node.data = (u_char *) m.node;
+    msg->node.len = m.node_len;
+    msg->key.data = (u_char *) m.key;
+    msg->key.len = m.key_len;
+    msg->value = (u_char *) m.value;
+    msg->size = m.size;
+    msg->time = m.time;
 
     return NGX_OK;
+}
+
+
+/*
+ * Remote records are untrusted (a compromised or buggy peer, anyone who
+ * can write to Redis): a state is merged only when its table's validator
+ * accepts it, and its origin time is a real one (it orders settings and
+ * measures the lag).  The answer names the field, never its value.
+ */
+
+const char *
+ngx_omniroute_redis_check(ngx_uint_t table, ngx_str_t *key, u_char *value,
+    size_t size, or_msec_t time, or_msec_t now)
+{
+    if (time < 0 || time > now + OR_VALID_SKEW_MS) {
+        return "origin time";
+    }
+
+    switch (table) {
+
+    case NGX_OMNIROUTE_T_BREAKER:
+        return or_breaker_valid(value, size, now);
+
+    case NGX_OMNIROUTE_T_CONN:
+        return or_cooldown_valid(value, size, now);
+
+    case NGX_OMNIROUTE_T_LOCKOUT:
+    case NGX_OMNIROUTE_T_REJECTED:
+        return or_lockout_valid(value, size, now);
+
+    case NGX_OMNIROUTE_T_PIN:
+        return or_pin_valid(value, size, now);
+
+    case NGX_OMNIROUTE_T_SETTINGS:
+        return ngx_omniroute_redis_check_settings(key, value, size);
+
+    default:
+        return "table";
+    }
+}
+
+
+/*
+ * Settings records are what the admin API writes (ngx_omniroute_settings.h):
+ * "global" and "provider:<name>" overrides, "rules:<name>" error rules.
+ * Each field is checked against the bounds the API enforces, taken from
+ * the same descriptor tables, so a record the API could not have written
+ * is refused.
+ */
+
+static const char *
+ngx_omniroute_redis_check_settings(ngx_str_t *key, u_char *value,
+    size_t size)
+{
+    ngx_omniroute_setting_desc_t  *table;
+
+    if (key->len == 6 && ngx_strncmp(key->data, "global", 6) == 0) {
+        table = ngx_omniroute_global_settings;
+
+    } else if (key->len > 9 && ngx_strncmp(key->data, "provider:", 9) == 0) {
+        table = ngx_omniroute_provider_settings;
+
+    } else if (key->len > 6 && ngx_strncmp(key->data, "rules:", 6) == 0) {
+        return ngx_omniroute_redis_check_rules(value, size);
+
+    } else {
+#if (NGX_OMNIROUTE_TEST)
+        /* omniroute_redis_debug's records: a short string */
+        if (size == NGX_OMNIROUTE_REDIS_DEBUG_VALUE
+            && ngx_strnlen(value, size) < size)
+        {
+            return NULL;
+        }
+#endif
+        return "settings key";
+    }
+
+    if (size != sizeof(ngx_omniroute_settings_override_t)) {
+        return "size";
+    }
+
+    return ngx_omniroute_redis_check_override(table,
+               (ngx_omniroute_settings_override_t *) value);
+}
+
+
+static const char *
+ngx_omniroute_redis_check_override(ngx_omniroute_setting_desc_t *table,
+    ngx_omniroute_settings_override_t *ov)
+{
+    int64_t                        v;
+    ngx_int_t                      k;
+    ngx_uint_t                     i, n;
+    or_catchall_t                  c;
+    ngx_omniroute_setting_desc_t  *d;
+
+    for (n = 0; table[n].name; n++) { /* void */ }
+
+    if (n < 64 && (ov->set >> n) != 0) {
+        return "unknown setting";
+    }
+
+    for (i = 0; i < n; i++) {
+
+        if (!(ov->set & ((uint64_t) 1 << i))) {
+            continue;
+        }
+
+        d = &table[i];
+
+        if (d->type == NGX_OMNIROUTE_SF_CODES) {
+
+            if (ov->n_codes < 0 || ov->n_codes > OR_LOCKOUT_CODES_MAX) {
+                return "error_codes";
+            }
+
+            for (k = 0; k < ov->n_codes; k++) {
+                if (ov->codes[k] < d->min || ov->codes[k] > d->max) {
+                    return "error_codes";
+                }
+            }
+
+            continue;
+        }
+
+        v = ov->value[i];
+
+        if (d->type == NGX_OMNIROUTE_SF_MSEC_OPT && v == 0) {
+            continue;
+        }
+
+        if (v < d->min || v > d->max) {
+            return d->name;
+        }
+    }
+
+    switch (ov->catchall) {
+
+    case 0:
+    case 2:
+        break;
+
+    case 1:
+        c.cooldown_ms = ov->catchall_cooldown_ms;
+        c.reason = (or_reason_e) ov->catchall_reason;
+        c.scope = (or_scope_e) ov->catchall_scope;
+
+        if (ov->catchall_reason < 0 || ov->catchall_scope < 0
+            || or_catchall_validate(&c) != NULL)
+        {
+            return "error_default";
+        }
+
+        break;
+
+    default:
+        return "error_default";
+    }
+
+    return NULL;
+}
+
+
+static const char *
+ngx_omniroute_redis_check_rules(u_char *value, size_t size)
+{
+    ngx_uint_t                       i;
+    or_oprule_t                      rule;
+    ngx_omniroute_rule_rec_t        *rec;
+    ngx_omniroute_rules_override_t  *ro;
+
+    if (size != sizeof(ngx_omniroute_rules_override_t)) {
+        return "size";
+    }
+
+    ro = (ngx_omniroute_rules_override_t *) value;
+
+    if (ro->set > 1 || ro->n > OR_OPRULES_MAX) {
+        return "error_rules";
+    }
+
+    for (i = 0; i < ro->n; i++) {
+        rec = &ro->rule[i];
+
+        if (ngx_strnlen(rec->id, NGX_OMNIROUTE_RULE_ID_MAX)
+            == NGX_OMNIROUTE_RULE_ID_MAX
+            || rec->match_len > NGX_OMNIROUTE_RULE_MATCH_MAX)
+        {
+            return "error_rules";
+        }
+
+        rule.id = (const char *) rec->id;
+        rule.status = rec->status;
+        rule.match = rec->match_len ? (const char *) rec->match : NULL;
+        rule.match_len = rec->match_len;
+        rule.reason = (or_reason_e) rec->reason;
+        rule.scope = (or_scope_e) rec->scope;
+        rule.cooldown_ms = rec->cooldown_ms;
+
+        if (or_oprule_validate(&rule) != NULL) {
+            return "error_rules";
+        }
+    }
+
+    return NULL;
 }
 
 
 ngx_int_t
 ngx_omniroute_redis_apply(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
     ngx_str_t *key, u_char *value, size_t size, or_msec_t time,
-    u_char *merged, or_msec_t *merged_time, ngx_uint_t *changed)
+    u_char *merged, or_msec_t *merged_time, ngx_uint_t *changed,
+    const char **why)
 {
     u_char                       *src;
     ngx_int_t                     rc;
@@ -408,6 +557,7 @@ ngx_omniroute_redis_apply(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
     ngx_omniroute_redis_merge_t   m;
 
     *changed = 0;
+    *why = NULL;
     *merged_time = time;
 
     if (!ngx_omniroute_redis_mirrored(table)
@@ -420,11 +570,13 @@ ngx_omniroute_redis_apply(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
     src = (u_char *) ngx_omniroute_redis_src;
     ngx_memcpy(src, value, size);
 
-    if (table != NGX_OMNIROUTE_T_SETTINGS) {
+    *why = ngx_omniroute_redis_check(table, key, src, size, time,
+                                     ngx_omniroute_now());
+    if (*why) {
+        return NGX_ABORT;
+    }
 
-        if (size != ngx_omniroute_redis_value_size(table)) {
-            return NGX_ERROR;
-        }
+    if (table != NGX_OMNIROUTE_T_SETTINGS) {
 
         m.table = table;
         m.src = src;

@@ -67,6 +67,10 @@ typedef struct {
     ngx_atomic_t                  pending;      /* commands awaiting reply */
     ngx_atomic_t                  lag_ms;       /* age of the last remote
                                                    change when applied */
+    ngx_atomic_t                  rejected;     /* remote records refused
+                                                   by validation */
+    ngx_atomic_t                  refills;      /* Redis found without the
+                                                   mirror's keys, refilled */
 } ngx_omniroute_redis_stats_t;
 
 

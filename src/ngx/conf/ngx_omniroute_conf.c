@@ -81,7 +81,8 @@ ngx_omniroute_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (size == NGX_ERROR) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid zone size \"%V\"", &value[1]);
+                           "invalid zone size \"%V\": expected a size "
+                           "such as 16m", &value[1]);
         return NGX_CONF_ERROR;
     }
 
@@ -180,6 +181,9 @@ ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_memzero(p, sizeof(ngx_omniroute_provider_t));
 
+    p->file = cf->conf_file->file.name;
+    p->line = cf->conf_file->line;
+
     p->name = value[1];
     p->kind = OR_KIND_APIKEY;
 
@@ -275,7 +279,8 @@ ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         if (rc == NGX_DECLINED) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid parameter \"%V\" of provider "
-                               "\"%V\"", &value[i], &p->name);
+                               "\"%V\": unknown parameter", &value[i],
+                               &p->name);
         }
 
         return NGX_CONF_ERROR;
@@ -398,7 +403,8 @@ ngx_omniroute_parse_auth(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
         if (ngx_omniroute_valid_token(&name) != NGX_OK) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid auth header name \"%V\" of provider "
-                               "\"%V\"", &name, &p->name);
+                               "\"%V\": expected a header name token",
+                               &name, &p->name);
             return NGX_ERROR;
         }
 
@@ -444,8 +450,9 @@ ngx_omniroute_parse_header(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
 
     if (ngx_omniroute_valid_token(&h->name) != NGX_OK) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid header name \"%V\" of provider \"%V\"",
-                           &h->name, &p->name);
+                           "invalid header name \"%V\" of provider \"%V\": "
+                           "expected a header name token", &h->name,
+                           &p->name);
         return NGX_ERROR;
     }
 
@@ -455,7 +462,7 @@ ngx_omniroute_parse_header(ngx_conf_t *cf, ngx_omniroute_provider_t *p,
         {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid header value in \"%V\" of provider "
-                               "\"%V\"", value, &p->name);
+                               "\"%V\": no CR, LF or NUL", value, &p->name);
             return NGX_ERROR;
         }
     }
@@ -508,6 +515,9 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     ngx_memzero(c, sizeof(ngx_omniroute_connection_t));
+
+    c->file = cf->conf_file->file.name;
+    c->line = cf->conf_file->line;
 
     c->id = value[1];
     c->priority = 0;
@@ -614,8 +624,8 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         }
 
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid parameter \"%V\" of connection \"%V\"",
-                           &value[i], &c->id);
+                           "invalid parameter \"%V\" of connection \"%V\": "
+                           "unknown parameter", &value[i], &c->id);
         return NGX_CONF_ERROR;
     }
 
@@ -694,7 +704,9 @@ ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (ngx_omniroute_valid_model(&value[1]) != NGX_OK) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid model name \"%V\"", &value[1]);
+                           "invalid model name \"%V\" of \"%V\": 1 to 256 "
+                           "printable characters without spaces, quotes "
+                           "or backslashes", &value[1], &cmd->name);
         return NGX_CONF_ERROR;
     }
 
@@ -710,6 +722,9 @@ ngx_omniroute_model(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     ngx_memzero(m, sizeof(ngx_omniroute_model_t));
+
+    m->file = cf->conf_file->file.name;
+    m->line = cf->conf_file->line;
 
     m->name = value[1];
     m->combo = cmd->offset;
@@ -768,8 +783,10 @@ ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_omniroute_loc_conf_t *olcf = conf;
 
-    ngx_str_t                 *value;
-    ngx_http_core_loc_conf_t  *clcf;
+    ngx_str_t                  *value;
+    ngx_http_core_loc_conf_t   *clcf;
+    ngx_omniroute_pass_conf_t  *pc;
+    ngx_omniroute_main_conf_t  *omcf;
 
     if (olcf->pass_uri.data) {
         return "is duplicate";
@@ -795,6 +812,26 @@ ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
 
     clcf->handler = ngx_omniroute_handler;
+    olcf->json_errors = 1;
+
+    /* the attempt location is checked once all locations are known */
+
+    omcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_omniroute_module);
+
+    pc = ngx_array_push(&omcf->passes);
+    if (pc == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    pc->server = ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module);
+    pc->location = clcf;
+    pc->pass_uri = olcf->pass_uri;
+    pc->file = cf->conf_file->file.name;
+    pc->line = cf->conf_file->line;
+
+    if (ngx_omniroute_json_server(cf) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
 
 #if (NGX_PCRE)
     if (clcf->regex == NULL)
@@ -808,6 +845,90 @@ ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             olcf->prefix.len--;
         }
     }
+
+    return NGX_CONF_OK;
+}
+
+
+/* omniroute_models on | off | pass=PROVIDER */
+
+char *
+ngx_omniroute_models(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_omniroute_loc_conf_t *olcf = conf;
+
+    ngx_str_t  *value;
+
+    if (olcf->models != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "on") == 0) {
+        olcf->models = NGX_OMNIROUTE_MODELS_ON;
+
+    } else if (ngx_strcmp(value[1].data, "off") == 0) {
+        olcf->models = NGX_OMNIROUTE_MODELS_OFF;
+
+    } else if (ngx_strncmp(value[1].data, "pass=", 5) == 0
+               && value[1].len > 5)
+    {
+        olcf->models = NGX_OMNIROUTE_MODELS_PASS;
+        olcf->models_pass.data = value[1].data + 5;
+        olcf->models_pass.len = value[1].len - 5;
+
+        /* the provider may be declared later: resolved at merge */
+        olcf->models_file = cf->conf_file->file.name;
+        olcf->models_line = cf->conf_file->line;
+
+    } else {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\" of \"omniroute_models\": "
+                           "expected on, off or pass=PROVIDER", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+char *
+ngx_omniroute_models_merge(ngx_conf_t *cf, ngx_omniroute_loc_conf_t *prev,
+    ngx_omniroute_loc_conf_t *conf)
+{
+    ngx_int_t                   pi;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    if (conf->models == NGX_CONF_UNSET_UINT) {
+        conf->models = (prev->models == NGX_CONF_UNSET_UINT)
+                       ? NGX_OMNIROUTE_MODELS_ON : prev->models;
+        conf->models_pass = prev->models_pass;
+        conf->models_provider = prev->models_provider;
+        conf->models_file = prev->models_file;
+        conf->models_line = prev->models_line;
+    }
+
+    if (conf->models != NGX_OMNIROUTE_MODELS_PASS
+        || conf->models_provider != NGX_CONF_UNSET)
+    {
+        return NGX_CONF_OK;
+    }
+
+    omcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_omniroute_module);
+
+    pi = ngx_omniroute_find_provider(omcf, &conf->models_pass);
+
+    if (pi == NGX_ERROR) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                      "invalid value \"pass=%V\" of \"omniroute_models\": "
+                      "no provider \"%V\" is declared in %V:%ui",
+                      &conf->models_pass, &conf->models_pass,
+                      &conf->models_file, conf->models_line);
+        return NGX_CONF_ERROR;
+    }
+
+    conf->models_provider = pi;
 
     return NGX_CONF_OK;
 }
@@ -844,9 +965,9 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
 
         err = ngx_omniroute_settings_fill(p[i].kind, &p[i].settings);
         if (err) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid resilience settings of provider "
-                               "\"%V\": %s", &p[i].name, err);
+            ngx_omniroute_conf_error(cf, &p[i].file, p[i].line,
+                                     "invalid resilience settings of "
+                                     "provider \"%V\": %s", &p[i].name, err);
             return NGX_CONF_ERROR;
         }
     }
@@ -855,9 +976,12 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
         pi = ngx_omniroute_find_provider(omcf, &c[i].provider_name);
 
         if (pi == NGX_ERROR) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "connection \"%V\" names unknown provider "
-                               "\"%V\"", &c[i].id, &c[i].provider_name);
+            ngx_omniroute_conf_error(cf, &c[i].file, c[i].line,
+                                     "connection \"%V\" names unknown "
+                                     "provider \"%V\" in \"provider=%V\" of "
+                                     "\"omniroute_connection\"", &c[i].id,
+                                     &c[i].provider_name,
+                                     &c[i].provider_name);
             return NGX_CONF_ERROR;
         }
 
@@ -866,10 +990,11 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
         if (p[pi].auth != NGX_OMNIROUTE_AUTH_NONE
             && c[i].credential.len == 0)
         {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "connection \"%V\" needs \"key_env=\" or "
-                               "\"key_file=\": provider \"%V\" sends a "
-                               "credential", &c[i].id, &p[pi].name);
+            ngx_omniroute_conf_error(cf, &c[i].file, c[i].line,
+                                     "connection \"%V\" needs \"key_env=\" "
+                                     "or \"key_file=\": provider \"%V\" "
+                                     "sends a credential (auth=none sends "
+                                     "none)", &c[i].id, &p[pi].name);
             return NGX_CONF_ERROR;
         }
 
@@ -901,9 +1026,10 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
             }
 
             if (slash + 1 == t[j].model.data + t[j].model.len) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "target \"%V\" of \"%V\" has an empty "
-                                   "model name", &t[j].model, &m[i].name);
+                ngx_omniroute_conf_error(cf, &m[i].file, m[i].line,
+                                         "target \"%V\" of \"%V\" has an "
+                                         "empty model name", &t[j].model,
+                                         &m[i].name);
                 return NGX_CONF_ERROR;
             }
 
@@ -950,11 +1076,11 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
             alias = ngx_omniroute_find_model(omcf, &t[j].model);
 
             if (alias == NULL || alias == &m[i] || alias->combo) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "target \"%V\" of \"%V\" is neither "
-                                   "\"provider/model\" with a declared "
-                                   "provider nor a model alias",
-                                   &t[j].model, &m[i].name);
+                ngx_omniroute_conf_error(cf, &m[i].file, m[i].line,
+                                         "target \"%V\" of \"%V\" is "
+                                         "neither \"provider/model\" with a "
+                                         "declared provider nor a model "
+                                         "alias", &t[j].model, &m[i].name);
                 return NGX_CONF_ERROR;
             }
 
@@ -962,10 +1088,10 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
 
             for (k = 0; k < alias->targets.nelts; k++) {
                 if (at[k].provider == NGX_CONF_UNSET_UINT) {
-                    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                       "target \"%V\" of \"%V\" names an "
-                                       "alias of an alias", &t[j].model,
-                                       &m[i].name);
+                    ngx_omniroute_conf_error(cf, &m[i].file, m[i].line,
+                                             "target \"%V\" of \"%V\" names "
+                                             "an alias of an alias",
+                                             &t[j].model, &m[i].name);
                     return NGX_CONF_ERROR;
                 }
             }

@@ -42,6 +42,27 @@ static ngx_http_variable_t  ngx_omniroute_auth_vars[] = {
 };
 
 
+/* the gateway's request context, made here, and its client key */
+
+ngx_int_t
+ngx_omniroute_auth_start(ngx_http_request_t *r)
+{
+    ngx_omniroute_ctx_t  *ctx;
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->request = r;
+    ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+
+    ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
+
+    return ngx_omniroute_auth(r, ctx);
+}
+
+
 ngx_int_t
 ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
@@ -215,7 +236,8 @@ ngx_omniroute_auth_model(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     u_char                      *msg;
     ngx_omniroute_client_key_t  *key;
 
-    if (ctx->auth == NULL) {
+    if (ctx->auth == NULL || r->method != NGX_HTTP_POST) {
+        /* a GET passed through is no model's (omniroute_models pass=) */
         return NGX_OK;
     }
 

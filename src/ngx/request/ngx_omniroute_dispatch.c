@@ -263,7 +263,7 @@ ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     if (g.max_queue_depth > 0 && n >= (ngx_atomic_uint_t) g.max_queue_depth)
     {
         (void) ngx_atomic_fetch_add(&omcf->store.sh->queued, -1);
-        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_COOLING_DOWN);
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_FULL);
 
         ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "omniroute dispatch: queue full");

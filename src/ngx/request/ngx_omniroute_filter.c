@@ -84,13 +84,10 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
     ngx_uint_t                 stream, probe;
     ngx_omniroute_ctx_t       *ctx;
     ngx_omniroute_attempt_t   *a;
-    ngx_omniroute_loc_conf_t  *olcf;
 
     if (r == r->main) {
-        olcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
-
         if (r->err_status >= NGX_HTTP_BAD_REQUEST
-            && olcf->pass_uri.len
+            && ngx_omniroute_json_errors(r)
             && ngx_omniroute_json_error_page(r) != NGX_OK)
         {
             return NGX_ERROR;
@@ -107,6 +104,8 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
 
     a->header_seen = 1;
     a->status = r->headers_out.status;
+
+    ngx_omniroute_stats_header(r, a);
 
     ct = &r->headers_out.content_type;
     stream = or_hold_is_event_stream((const char *) ct->data, ct->len);
@@ -180,6 +179,7 @@ ngx_omniroute_commit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     a->state = NGX_OMNIROUTE_ATTEMPT_COMMITTED;
 
     ngx_omniroute_record_success(mr, a);
+    ngx_omniroute_stats_commit(mr, r, a);
     ngx_omniroute_affinity_record(mr, ctx, a);
     ngx_omniroute_count(mr, NGX_OMNIROUTE_OUT_SUCCESS);
 
@@ -225,6 +225,7 @@ ngx_omniroute_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return ngx_omniroute_probe(r, ctx, a, in);
 
     default:
+        ngx_omniroute_stats_body(r, in);
         return ngx_http_next_body_filter(r, in);
     }
 }
@@ -325,6 +326,8 @@ ngx_omniroute_probe(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     if (first == OR_SSE_MORE && !last) {
         return NGX_OK;
     }
+
+    ngx_omniroute_stats_first_content(r, a);
 
 commit:
 

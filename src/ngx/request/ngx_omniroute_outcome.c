@@ -162,7 +162,7 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
     cand = a->cand;
     st = ngx_omniroute_store_of(r);
 
-    ngx_omniroute_count_attempt(r, a->verdict.reason);
+    ngx_omniroute_count_attempt(r, a, a->verdict.reason);
 
     if (a->verdict.restated_status) {
         ngx_omniroute_count_restatement(r, a->verdict.restate_rule_id);
@@ -341,7 +341,7 @@ ngx_omniroute_record_success(ngx_http_request_t *r,
     cand = a->cand;
     st = ngx_omniroute_store_of(r);
 
-    ngx_omniroute_count_attempt(r, OR_REASON_NONE);
+    ngx_omniroute_count_attempt(r, a, OR_REASON_NONE);
 
     if (st == NULL) {
         return;
@@ -557,6 +557,8 @@ ngx_omniroute_log_breaker(ngx_http_request_t *r,
     if (res->from == res->to) {
         return;
     }
+
+    ngx_omniroute_count_breaker(r, cand->provider, res->from, res->to);
 
     level = (res->to == OR_CB_OPEN) ? NGX_LOG_WARN : NGX_LOG_NOTICE;
 

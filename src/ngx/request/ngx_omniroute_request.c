@@ -33,41 +33,28 @@ static void ngx_omniroute_parent_handler(ngx_http_request_t *r);
 static void ngx_omniroute_queue_retry(ngx_event_t *ev);
 
 
+/* a POST to omniroute_pass (ngx_omniroute_handler() in models.c) */
+
 ngx_int_t
-ngx_omniroute_handler(ngx_http_request_t *r)
+ngx_omniroute_post_handler(ngx_http_request_t *r)
 {
     ngx_int_t             rc;
     ngx_omniroute_ctx_t  *ctx;
 
-    if (r != r->main) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
+    /* made by the client key check (auth.c) */
 
-    ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
     if (ctx == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    ctx->request = r;
-    ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
-
-    ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
-
-    /* client keys, their paths, lease headers: before any body work */
-
-    rc = ngx_omniroute_auth(r, ctx);
-    if (rc != NGX_DECLINED) {
-        return rc;
-    }
-
-    if (r->method != NGX_HTTP_POST) {
-        rc = ngx_http_discard_request_body(r);
-        if (rc != NGX_OK) {
-            return rc;
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
+        if (ctx == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
 
-        /* answered as JSON by ngx_omniroute_json_error_page() */
-        return NGX_HTTP_NOT_ALLOWED;
+        ctx->request = r;
+        ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+
+        ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
     }
 
     r->request_body_in_single_buf = 1;
@@ -85,7 +72,6 @@ ngx_omniroute_handler(ngx_http_request_t *r)
 static void
 ngx_omniroute_body_handler(ngx_http_request_t *r)
 {
-    ngx_int_t             rc;
     ngx_omniroute_ctx_t  *ctx;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
@@ -100,8 +86,20 @@ ngx_omniroute_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    rc = ngx_omniroute_scan_body(r, ctx);
+    ngx_omniroute_serve(r, ctx, ngx_omniroute_scan_body(r, ctx));
+}
 
+
+/*
+ * The model the client named is known (rc: NGX_OK, else the client
+ * error of the scan): its routes, the eligible ones, the first attempt.
+ * Also the start of a GET passed through to a provider (models.c).
+ */
+
+void
+ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_int_t rc)
+{
     if (rc == NGX_OK) {
         rc = ngx_omniroute_auth_model(r, ctx);      /* the key's models */
     }
@@ -392,6 +390,13 @@ ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     or_json_value_t          *m;
     ngx_http_request_body_t  *rb;
 
+    if (ctx->body.data == NULL) {
+        /* a GET passed through (models.c): no body */
+        sr->request_body = NULL;
+        sr->headers_in.content_length_n = -1;
+        return NGX_OK;
+    }
+
     base = ctx->body.data;
     m = &ctx->scan.model;
 
@@ -505,6 +510,7 @@ ngx_omniroute_attempt_done(ngx_http_request_t *sr, void *data, ngx_int_t rc)
     a->done = 1;
 
     ngx_omniroute_release_slot(a);
+    ngx_omniroute_stats_attempt_end(sr, a);
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
                    "omniroute attempt done: rc:%i state:%d status:%ui",
@@ -574,7 +580,7 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
                        "omniroute: \"%V\" failed (%s), falling over",
                        &a->cand->conn->id, or_reason_name(a->verdict.reason));
 
-        ngx_omniroute_count_fallback(r, a->verdict.reason);
+        ngx_omniroute_count_fallback(r, a);
 
         rc = ngx_omniroute_start_attempt(r, ctx);
 
@@ -640,7 +646,7 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
         break;
 
     case NGX_BUSY:
-        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_COOLING_DOWN);
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_TIMEOUT);
         ngx_http_finalize_request(r,
             ngx_omniroute_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
                                      "rate_limit_error", "SEMAPHORE_TIMEOUT",

@@ -98,7 +98,11 @@ typedef struct {
     ngx_uint_t                    header_seen;
     ngx_uint_t                    done;
     ngx_atomic_t                 *inflight;     /* counted while running */
+    or_msec_t                     end;          /* when it was over */
 } ngx_omniroute_attempt_t;
+
+
+typedef struct ngx_omniroute_stats_req_s  ngx_omniroute_stats_req_t;
 
 
 typedef struct {
@@ -136,6 +140,7 @@ typedef struct {
                                                    max_concurrent */
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
+    ngx_omniroute_stats_req_t    *stats;        /* stats.c */
     ngx_omniroute_auth_t         *auth;         /* client key (auth.c) */
 } ngx_omniroute_ctx_t;
 
@@ -147,6 +152,13 @@ typedef struct {
  */
 
 /* request.c: content handler, body, the attempt loop */
+void ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_int_t rc);
+
+/* models.c: GET <location>/models, other methods than POST */
+ngx_int_t ngx_omniroute_models_init(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_models_handler(ngx_http_request_t *r);
+ngx_int_t ngx_omniroute_post_handler(ngx_http_request_t *r);
 
 /*
  * auth.c: client keys (R-LEASE-1): the key (401), the location's keys
@@ -154,6 +166,7 @@ typedef struct {
  * the key's models once the body is scanned; its connections (and a
  * lease's) filter the routes.  NGX_DECLINED: go on.
  */
+ngx_int_t ngx_omniroute_auth_start(ngx_http_request_t *r);
 ngx_int_t ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_auth_model(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
@@ -244,14 +257,31 @@ ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *message);
+ngx_uint_t ngx_omniroute_json_errors(ngx_http_request_t *r);
 ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
 
-/* stats.c: the counters of the metrics */
+/* stats.c: the counters of the metrics, the attempt trail */
+ngx_int_t ngx_omniroute_stats_init(ngx_conf_t *cf);
 void ngx_omniroute_count(ngx_http_request_t *r, ngx_uint_t outcome);
-void ngx_omniroute_count_fallback(ngx_http_request_t *r, or_reason_e reason);
-void ngx_omniroute_count_attempt(ngx_http_request_t *r, or_reason_e reason);
+void ngx_omniroute_count_fallback(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+void ngx_omniroute_count_attempt(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a, or_reason_e reason);
 void ngx_omniroute_count_restatement(ngx_http_request_t *r,
     const char *rule);
+void ngx_omniroute_count_breaker(ngx_http_request_t *r,
+    ngx_omniroute_provider_t *p, ngx_uint_t from, ngx_uint_t to);
+void ngx_omniroute_stats_header(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+void ngx_omniroute_stats_first_content(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+void ngx_omniroute_stats_attempt_end(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+void ngx_omniroute_stats_commit(ngx_http_request_t *r, ngx_http_request_t *sr,
+    ngx_omniroute_attempt_t *a);
+void ngx_omniroute_stats_body(ngx_http_request_t *r, ngx_chain_t *in);
+ngx_int_t ngx_omniroute_stats_trail(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_str_t *trail);
 
 /* filter.c: hold, probe or commit each attempt's response */
 ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);

@@ -3,7 +3,8 @@
  * Copyright (C) ngx_omniroute authors
  *
  * All that the client gets: the committed or held attempt's status and
- * headers with X-OmniRoute-Connection and X-OmniRoute-Attempts, the
+ * headers with X-OmniRoute-Connection, X-OmniRoute-Attempts (and
+ * X-OmniRoute-Trail with omniroute_attempt_trail), the
  * restated status and Retry-After of a held error (R-CLASS-1, R-REQ-6),
  * the gateway's own answers (transport failure, everything cooling down,
  * client errors) and nginx's error pages, all in the OpenAI error shape,
@@ -31,12 +32,17 @@ typedef struct {
 
 static ngx_omniroute_error_page_t  ngx_omniroute_error_pages[] = {
     { 400, "bad_request", "the request could not be parsed" },
-    { 405, "method_not_allowed", "only POST is supported here" },
+    { 401, "unauthorized", "authorization is required" },
+    { 403, "forbidden", "access to this resource is denied" },
+    { 404, "not_found", "no such resource" },
+    { 405, "method_not_allowed", "this method is not allowed here" },
     { 408, "request_timeout", "the request was not received in time" },
     { 411, "length_required", "the request needs a length" },
     { 413, "request_too_large",
       "the request body exceeds client_max_body_size" },
     { 414, "uri_too_long", "the request URI is too long" },
+    { 429, "too_many_requests", "too many requests" },
+    { 431, "headers_too_large", "the request headers are too large" },
     { 494, "headers_too_large", "the request headers are too large" },
     { 500, "internal_error", "the gateway failed to process the request" },
     { 502, "upstream_unavailable", "the provider could not be reached" },
@@ -69,11 +75,48 @@ ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
  * ctx->error_page in place of the HTML.
  */
 
+ngx_uint_t
+ngx_omniroute_json_errors(ngx_http_request_t *r)
+{
+    ngx_uint_t                  i;
+    ngx_http_core_srv_conf_t   *cscf, **s;
+    ngx_omniroute_loc_conf_t   *olcf;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+
+    if (olcf->json_errors) {
+        return 1;
+    }
+
+    /* before a location was chosen (a malformed request) in a server of
+     * omniroute_pass or omniroute_api locations */
+
+    cscf = ngx_http_get_module_srv_conf(r, ngx_http_core_module);
+
+    if (cscf == NULL || r->loc_conf != cscf->ctx->loc_conf) {
+        return 0;
+    }
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+    s = omcf->json_servers.elts;
+
+    for (i = 0; i < omcf->json_servers.nelts; i++) {
+        if (s[i] == cscf) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
 ngx_int_t
 ngx_omniroute_json_error_page(ngx_http_request_t *r)
 {
     json_t                      *doc;
     ngx_str_t                    text;
+    ngx_uint_t                   status;
     const char                  *type;
     ngx_omniroute_ctx_t         *ctx;
     ngx_omniroute_error_page_t  *ep;
@@ -89,14 +132,46 @@ ngx_omniroute_json_error_page(ngx_http_request_t *r)
         ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
     }
 
+    status = r->headers_out.status;
+
+    /*
+     * nginx answers a 494 (a header line or all headers too large) with
+     * status 400; it is the one 400 that keeps lingering_close set
+     */
+
+    if (status == NGX_HTTP_BAD_REQUEST && r->lingering_close) {
+        status = NGX_HTTP_REQUEST_HEADER_TOO_LARGE;
+    }
+
     for (ep = ngx_omniroute_error_pages; ep->status; ep++) {
-        if (ep->status == r->headers_out.status) {
+        if (ep->status == status) {
             break;
         }
     }
 
-    type = (r->headers_out.status >= NGX_HTTP_INTERNAL_SERVER_ERROR)
-           ? "server_error" : "invalid_request_error";
+    switch (status) {
+
+    case NGX_HTTP_UNAUTHORIZED:
+        type = "authentication_error";
+        break;
+
+    case NGX_HTTP_FORBIDDEN:
+        type = "permission_error";
+        break;
+
+    case NGX_HTTP_NOT_FOUND:
+        type = "not_found_error";
+        break;
+
+    case NGX_HTTP_TOO_MANY_REQUESTS:
+        type = "rate_limit_error";
+        break;
+
+    default:
+        type = (status >= NGX_HTTP_INTERNAL_SERVER_ERROR)
+               ? "server_error" : "invalid_request_error";
+        break;
+    }
 
     doc = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ep->message,
                     "type", type, "code", ep->code);
@@ -216,6 +291,22 @@ ngx_omniroute_add_route_headers(ngx_http_request_t *r,
     value.len = ngx_sprintf(p, "%ui", ctx->attempts.nelts) - p;
 
     ngx_str_set(&name, "X-OmniRoute-Attempts");
+
+    if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (!ctx->lcf->attempt_trail) {
+        return NGX_OK;
+    }
+
+    /* omniroute_attempt_trail: each attempt, its status, its time */
+
+    if (ngx_omniroute_stats_trail(r, ctx, &value) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ngx_str_set(&name, "X-OmniRoute-Trail");
 
     return ngx_omniroute_add_header(r, &name, &value);
 }

@@ -23,7 +23,8 @@ typedef enum {
     NGX_OMNIROUTE_VAR_MODEL,
     NGX_OMNIROUTE_VAR_ATTEMPTS,
     NGX_OMNIROUTE_VAR_FAILURE_REASON,
-    NGX_OMNIROUTE_VAR_BREAKER_STATE
+    NGX_OMNIROUTE_VAR_BREAKER_STATE,
+    NGX_OMNIROUTE_VAR_TRAIL
 } ngx_omniroute_var_e;
 
 
@@ -61,6 +62,9 @@ static ngx_http_variable_t  ngx_omniroute_vars[] = {
 
     { ngx_string("omniroute_breaker_state"), NULL, ngx_omniroute_variable,
       NGX_OMNIROUTE_VAR_BREAKER_STATE, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("omniroute_trail"), NULL, ngx_omniroute_variable,
+      NGX_OMNIROUTE_VAR_TRAIL, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -165,6 +169,14 @@ ngx_omniroute_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         if (name) {
             s.data = (u_char *) name;
             s.len = ngx_strlen(name);
+        }
+        break;
+
+    case NGX_OMNIROUTE_VAR_TRAIL:
+        if (ctx->attempts.nelts
+            && ngx_omniroute_stats_trail(r, ctx, &s) != NGX_OK)
+        {
+            return NGX_ERROR;
         }
         break;
 
