@@ -338,7 +338,7 @@ like($log, qr{^/v1/chat/completions key=- conn=- status=401$}m,
 $r = $t->get($gw, '/metrics');
 is($r->{status}, 200, 'metrics');
 like($r->{body},
-     qr/^omniroute_client_key_requests_total\{key="k-full",status="2xx"\} 3$/m,
+     qr/^omniroute_client_key_requests_total\{key="k-full",status="2xx"\} 4$/m,
      'requests by key id and status class');
 like($r->{body},
      qr/^omniroute_client_key_requests_total\{key="k-hash",status="4xx"\} \d/m,
