@@ -2,6 +2,7 @@
 #
 #   make deps    install the Debian packages to build and run (idempotent)
 #   make test-deps  ... and those the tests, benchmarks and fuzzing need
+#                (with the OpenAI and Anthropic npm SDKs of t/sdk: sdk-deps)
 #   make         build build/nginx/ngx_http_omniroute_module.so
 #   make test-build  build/nginx-test/ngx_http_omniroute_module.so: the same
 #                with test-only handlers (omniroute_redis_debug)
@@ -47,8 +48,10 @@ FUZZ_SECONDS ?= 60
 BENCH       ?= run failover cluster
 PROVE_ARGS  ?=
 
-.PHONY: all build test-build deps test-deps unit test itest demo bench \
-        fuzz fuzz-plain clean
+NPM_DIR    := $(BUILD)/npm
+
+.PHONY: all build test-build deps test-deps sdk-deps unit test itest demo \
+        bench fuzz fuzz-plain clean
 
 all: build
 
@@ -61,6 +64,18 @@ deps:
 
 test-deps:
 	@$(MAKE) -s install-pkgs PKGS="$(DEB_PKGS) $(TEST_PKGS)"
+	@$(MAKE) -s sdk-deps
+
+# the real SDKs t/31-stream-sdk.t drives (versions pinned in t/sdk)
+sdk-deps: $(NPM_DIR)/.installed
+
+$(NPM_DIR)/.installed: t/sdk/package.json t/sdk/package-lock.json
+	@command -v npm >/dev/null 2>&1 \
+	    || $(MAKE) -s install-pkgs PKGS="nodejs npm"
+	mkdir -p $(NPM_DIR)
+	cp t/sdk/package.json t/sdk/package-lock.json $(NPM_DIR)/
+	cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 install-pkgs:
 	@missing=""; for p in $(PKGS); do \

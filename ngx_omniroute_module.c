@@ -33,6 +33,8 @@ typedef struct {
 
 static char *ngx_omniroute_check_num_bounds(ngx_conf_t *cf, void *post,
     void *data);
+static char *ngx_omniroute_set_msec_off(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static char *ngx_omniroute_check_size_min(ngx_conf_t *cf, void *post,
     void *data);
 
@@ -158,6 +160,27 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       ngx_conf_set_flag_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_omniroute_loc_conf_t, stream_probe),
+      NULL },
+
+    { ngx_string("omniroute_stream_probe_timeout"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_omniroute_loc_conf_t, stream_probe_timeout),
+      NULL },
+
+    { ngx_string("omniroute_stream_keepalive"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_omniroute_set_msec_off,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_omniroute_loc_conf_t, stream_keepalive),
+      NULL },
+
+    { ngx_string("omniroute_stream_keepalive_interval"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_omniroute_loc_conf_t, stream_keepalive_interval),
       NULL },
 
     /* client keys and exclusive leases (conf/ngx_omniroute_keys_conf.c) */
@@ -317,6 +340,9 @@ ngx_omniroute_create_loc_conf(ngx_conf_t *cf)
     olcf->max_attempts = NGX_CONF_UNSET;
     olcf->error_body_max = NGX_CONF_UNSET_SIZE;
     olcf->stream_probe = NGX_CONF_UNSET;
+    olcf->stream_probe_timeout = NGX_CONF_UNSET_MSEC;
+    olcf->stream_keepalive = NGX_CONF_UNSET_MSEC;
+    olcf->stream_keepalive_interval = NGX_CONF_UNSET_MSEC;
     olcf->session_affinity = NGX_CONF_UNSET_MSEC;
     olcf->attempt_trail = NGX_CONF_UNSET;
     olcf->models = NGX_CONF_UNSET_UINT;
@@ -336,9 +362,23 @@ ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_size_value(conf->error_body_max, prev->error_body_max,
                               64 * 1024);
     ngx_conf_merge_value(conf->stream_probe, prev->stream_probe, 1);
+    ngx_conf_merge_msec_value(conf->stream_probe_timeout,
+                              prev->stream_probe_timeout, 60000);
+    ngx_conf_merge_msec_value(conf->stream_keepalive,
+                              prev->stream_keepalive, 2000);
+    ngx_conf_merge_msec_value(conf->stream_keepalive_interval,
+                              prev->stream_keepalive_interval, 5000);
     ngx_conf_merge_msec_value(conf->session_affinity, prev->session_affinity,
                               0);
     ngx_conf_merge_value(conf->attempt_trail, prev->attempt_trail, 0);
+
+    if (conf->stream_keepalive_interval < 100) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%M\": "
+                           "\"omniroute_stream_keepalive_interval\" must be "
+                           "at least 100ms", conf->stream_keepalive_interval);
+        return NGX_CONF_ERROR;
+    }
 
     if (ngx_omniroute_keys_merge(cf, prev, conf) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
@@ -393,4 +433,31 @@ ngx_omniroute_check_size_min(ngx_conf_t *cf, void *post, void *data)
                        &value[1], &value[0]);
 
     return NGX_CONF_ERROR;
+}
+
+
+/* a time, or "off" (0) */
+
+static char *
+ngx_omniroute_set_msec_off(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    char  *p = conf;
+
+    ngx_str_t   *value;
+    ngx_msec_t  *msp;
+
+    msp = (ngx_msec_t *) (p + cmd->offset);
+
+    if (*msp != NGX_CONF_UNSET_MSEC) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (value[1].len == 3 && ngx_strncmp(value[1].data, "off", 3) == 0) {
+        *msp = 0;
+        return NGX_CONF_OK;
+    }
+
+    return ngx_conf_set_msec_slot(cf, cmd, conf);
 }

@@ -41,6 +41,7 @@ static void or_classify_apply(or_verdict_t *v, int op_rule,
 static int or_classify_catchall_status(int status);
 static int or_classify_breaker(int status, or_reason_e reason);
 static or_msec_t or_classify_max(or_msec_t a, or_msec_t b);
+static int or_classify_hex4(const char *p, unsigned *cp);
 
 
 /* generic detectors: ASCII case-insensitive substrings of the body */
@@ -261,6 +262,7 @@ or_classify_init(or_verdict_t *v)
     v->retry_after_s = -1;
     v->rule_id = NULL;
     v->restate_rule_id = NULL;
+    v->lockout_capped = 0;
 }
 
 
@@ -732,6 +734,9 @@ or_classify_apply(or_verdict_t *v, int op_rule, int honor_scope,
     v->reason = reason;
     v->cooldown_ms = cooldown;
     v->rule_id = id;
+
+    /* a built-in rule's cooldown is a ceiling a model lockout caps */
+    v->lockout_capped = !op_rule;
 }
 
 
@@ -791,6 +796,7 @@ or_classify(const or_class_conf_t *conf, const or_response_t *resp,
     or_restate_t        rs;
     const or_rule_t    *rule;
     const or_oprule_t  *op;
+    char                decoded[OR_CLASSIFY_DECODE_MAX];
 
     or_classify_init(v);
 
@@ -808,6 +814,13 @@ or_classify(const or_class_conf_t *conf, const or_response_t *resp,
     if (body == NULL) {
         body = "";
         len = 0;
+    }
+
+    /* markers match the decoded text of a JSON body ("\u989d...") */
+
+    if (or_memcasemem(body, len, "\\u", 2) != NULL) {
+        len = or_classify_unescape(body, len, decoded, sizeof(decoded));
+        body = decoded;
     }
 
     status = resp->status;
@@ -1165,4 +1178,157 @@ or_classify_scope_parse(const char *s, size_t len)
     }
 
     return OR_SCOPE_COUNT;
+}
+
+
+static int
+or_classify_hex4(const char *p, unsigned *cp)
+{
+    int       i;
+    unsigned  c, v;
+
+    v = 0;
+
+    for (i = 0; i < 4; i++) {
+        c = (unsigned char) p[i];
+
+        if (c >= '0' && c <= '9') {
+            c -= '0';
+
+        } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
+            c = (c | 0x20) - 'a' + 10;
+
+        } else {
+            return 0;
+        }
+
+        v = (v << 4) | c;
+    }
+
+    *cp = v;
+
+    return 1;
+}
+
+
+size_t
+or_classify_unescape(const char *in, size_t len, char *out, size_t size)
+{
+    size_t       n, need, i;
+    unsigned     cp, lo;
+    const char  *p, *end;
+
+    p = in;
+    end = in + len;
+    n = 0;
+
+    while (p < end && n < size) {
+
+        if (*p != '\\' || end - p < 6 || p[1] != 'u'
+            || !or_classify_hex4(p + 2, &cp))
+        {
+            if (*p == '\\' && end - p >= 2) {
+                /* another escape: copied whole, never split */
+                if (size - n < 2) {
+                    break;
+                }
+
+                out[n++] = *p++;
+            }
+
+            out[n++] = *p++;
+            continue;
+        }
+
+        need = 6;
+
+        if (cp >= 0xd800 && cp <= 0xdbff) {
+            if (end - p >= 12 && p[6] == '\\' && p[7] == 'u'
+                && or_classify_hex4(p + 8, &lo)
+                && lo >= 0xdc00 && lo <= 0xdfff)
+            {
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                need = 12;
+
+            } else {
+                cp = 0;         /* a lone surrogate: kept escaped */
+            }
+
+        } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+            cp = 0;
+        }
+
+        if (cp < 0x20 || cp == '"' || cp == '\\') {
+            /* structural or control: stays escaped */
+            if (size - n < 6) {
+                break;
+            }
+
+            for (i = 0; i < 6; i++) {
+                out[n++] = *p++;
+            }
+
+            continue;
+        }
+
+        i = (cp < 0x80) ? 1 : (cp < 0x800) ? 2 : (cp < 0x10000) ? 3 : 4;
+
+        if (size - n < i) {
+            break;
+        }
+
+        switch (i) {
+        case 1:
+            out[n++] = (char) cp;
+            break;
+        case 2:
+            out[n++] = (char) (0xc0 | (cp >> 6));
+            out[n++] = (char) (0x80 | (cp & 0x3f));
+            break;
+        case 3:
+            out[n++] = (char) (0xe0 | (cp >> 12));
+            out[n++] = (char) (0x80 | ((cp >> 6) & 0x3f));
+            out[n++] = (char) (0x80 | (cp & 0x3f));
+            break;
+        default:
+            out[n++] = (char) (0xf0 | (cp >> 18));
+            out[n++] = (char) (0x80 | ((cp >> 12) & 0x3f));
+            out[n++] = (char) (0x80 | ((cp >> 6) & 0x3f));
+            out[n++] = (char) (0x80 | (cp & 0x3f));
+            break;
+        }
+
+        p += need;
+    }
+
+    return n;
+}
+
+
+int
+or_classify_quota_text(const char *body, size_t len)
+{
+    char  decoded[OR_CLASSIFY_DECODE_MAX];
+
+    if (body == NULL) {
+        return 0;
+    }
+
+    if (or_memcasemem(body, len, "\\u", 2) != NULL) {
+        len = or_classify_unescape(body, len, decoded, sizeof(decoded));
+        body = decoded;
+    }
+
+    return or_classify_has(or_classify_quota_markers, body, len);
+}
+
+
+void
+or_classify_stream_stall(or_verdict_t *v)
+{
+    or_classify_init(v);
+
+    v->reason = OR_REASON_STREAM_STALL;
+    v->fall_over = 1;
+    v->counts_for_breaker = 0;
 }

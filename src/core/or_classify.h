@@ -229,5 +229,31 @@ or_scope_e or_classify_scope_parse(const char *s, size_t len);
 int or_classify_falls_over(or_reason_e reason);
 int or_classify_is_terminal(or_reason_e reason);
 
+/*
+ * Markers and rules match the JSON-decoded text: before classification
+ * (and restatement) a body with \uXXXX escapes is matched in a copy
+ * where they are decoded (bounded: the first OR_CLASSIFY_DECODE_MAX
+ * bytes).  or_classify_unescape() writes that copy: \uXXXX (surrogate
+ * pairs combined) becomes UTF-8, except code points below 0x20 and the
+ * JSON-structural '"' and '\\', which stay escaped; nothing else
+ * changes.  Returns the length written (never more than len, at most
+ * size).
+ */
+#define OR_CLASSIFY_DECODE_MAX  16384
+
+size_t or_classify_unescape(const char *in, size_t len, char *out,
+    size_t size);
+
+/* quota text (the generic quota markers) in body, escapes decoded */
+int or_classify_quota_text(const char *body, size_t len);
+
+/*
+ * A stream the gateway gave up on (R-STREAM-2/3, R-CD-8): content stall,
+ * output too slow, no first content in time: reason stream_stall, falls
+ * over, never counts for the breaker, no explicit cooldown (the cooldown
+ * engine records it without a cooldown unless stream_stall_cooldown).
+ */
+void or_classify_stream_stall(or_verdict_t *v);
+
 
 #endif /* _OR_CLASSIFY_H_INCLUDED_ */

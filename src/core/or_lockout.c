@@ -400,6 +400,11 @@ or_lockout_fail(const or_lockout_conf_t *conf, or_lockout_t *lo,
         d = v->cooldown_ms < OR_LOCKOUT_MAX_MS ? v->cooldown_ms
                                                : OR_LOCKOUT_MAX_MS;
 
+        /* a built-in rule's cooldown never exceeds the lockout's max */
+        if (v->lockout_capped && conf->max_ms > 0 && d > conf->max_ms) {
+            d = conf->max_ms;
+        }
+
     } else {
         d = or_lockout_cooldown_ms(conf, n);
     }

@@ -34,7 +34,8 @@
  *   function returns its length.
  *
  * Cooldown of the n-th failure (R-ML-3, R-ML-4): the verdict's explicit
- * cooldown if any, else base x 2^min(n-1, max_backoff_steps) (exponential)
+ * cooldown if any (a built-in rule's, verdict.lockout_capped, at most
+ * max), else base x 2^min(n-1, max_backoff_steps) (exponential)
  * or base, capped at max; a longer upstream hint raises it.  A failure
  * later than escalation_window after the previous lockout expired starts
  * over at n = 1.  A success halves the failure count (floor); at 0 the

@@ -60,8 +60,18 @@ or_outcome_writes(const or_verdict_t *v, int status, or_transport_e transport,
      * connection's; every other one goes to the connection (R-ML-2).
      */
 
+    /*
+     * An honored model scope of a rule (R-ML-2, R-CLASS-3: e.g.
+     * agentrouter's "no access to this model") locks that model on the
+     * connection even with the opt-in lockout off: it never cools the
+     * whole connection.
+     */
+
     lockout = (status != 0 && lockout_conf != NULL
-               && or_lockout_applies(lockout_conf, status, rule_scope));
+               && (or_lockout_applies(lockout_conf, status, rule_scope)
+                   || rule_scope == OR_SCOPE_MODEL
+                   || rule_scope == OR_SCOPE_BASE_MODEL
+                   || rule_scope == OR_SCOPE_QUOTA_FAMILY));
 
     if (!lockout && !disable_cooling) {
         w.mask |= OR_W_CONN;

@@ -15,7 +15,11 @@
  *                                     disable_cooling)
  *   status != 0 and                   OR_W_LOCKOUT, not    or_lockout_scope
  *   or_lockout_applies(lockout_conf,  the connection       (status,
- *   status, v->scope)                                      v->scope)
+ *   status, v->scope), or v->scope                         v->scope)
+ *   is a model scope (model, base
+ *   model, quota family: an honored
+ *   rule scope, even with the opt-in
+ *   lockout off)
  *   otherwise                         OR_W_CONN unless
  *                                     disable_cooling
  *

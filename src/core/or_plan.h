@@ -20,8 +20,11 @@
  *                 (OR_SCOPE_MODEL), [1] base model (OR_SCOPE_BASE_MODEL),
  *                 [2] quota family (OR_SCOPE_QUOTA_FAMILY); the keys are
  *                 or_lockout_key() of (provider, connection, model, scope)
- *   lockout_enabled  the provider's settings.lockout.enabled; when 0 the
- *                 lockout records are ignored (and need not be read)
+ *   lockout_enabled  whether the lockout records count; when 0 they are
+ *                 ignored (and need not be read).  The glue sets it when
+ *                 it found a record: a lockout that exists is in force
+ *                 whether or not the provider's opt-in lockout is on (a
+ *                 rule's model scope locks even when it is off)
  *   rejected      the request_rejected record of (provider, connection,
  *                 model), key of OR_SCOPE_MODEL, rejected table
  *

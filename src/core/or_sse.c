@@ -1,5 +1,7 @@
 /*
  * Copyright (C) ngx_omniroute authors
+ *
+ * SSE scanner and event classifier; see or_sse.h.
  */
 
 
@@ -7,14 +9,56 @@
 
 #include "or_sse.h"
 #include "or_hint.h"
+#include "or_classify.h"
 
 
-static const char *or_sse_line_end(const char *p, const char *last);
-static int or_sse_status(const char *data, size_t len);
-static int or_sse_has(const char *data, size_t len, const char *s);
+#define OR_SSE_LINE_FIELD     0     /* the field name, before ':' */
+#define OR_SSE_LINE_COMMENT   1
+#define OR_SSE_LINE_DATA      2
+#define OR_SSE_LINE_EVENT     3
+#define OR_SSE_LINE_IGNORE    4     /* id:, retry:, unknown fields */
+
+#define OR_SJ_DEPTH           16    /* JSON nesting the classifier reads */
+
+#define or_sse_is(s, l, lit)                                                  \
+    ((l) == sizeof(lit) - 1 && memcmp(s, lit, sizeof(lit) - 1) == 0)
+
+
+static void or_sse_byte(or_sse_t *s, unsigned char c);
+static int or_sse_eol(or_sse_t *s);
+static void or_sse_field(or_sse_t *s);
+static void or_sse_data_byte(or_sse_t *s, char c);
+static void or_sse_dispatch(or_sse_t *s, or_sse_event_t *ev);
+
+static const char *or_sj_ws(const char *p, const char *e);
+static const char *or_sj_str_end(const char *p, const char *e);
+static const char *or_sj_skip(const char *p, const char *e, int depth);
+static const char *or_sj_get(const char *p, const char *e, const char *key);
+static int or_sj_null(const char *p, const char *e);
+static long or_sj_strlen(const char *p, const char *e, int *complete);
+static int or_sj_str_is(const char *p, const char *e, const char *lit);
+static const char *or_sj_first(const char *p, const char *e);
+static const char *or_sj_next(const char *p, const char *e);
+static size_t or_sj_decode(const char *p, const char *e, char *out,
+    size_t size);
+
+static void or_sse_kind(or_sse_event_t *ev, or_sse_kind_e kind,
+    unsigned content, unsigned progress);
+static int or_sse_anthropic(const char *type, size_t tlen, const char *p,
+    const char *e, or_sse_event_t *ev);
+static int or_sse_responses(const char *type, size_t tlen, const char *p,
+    const char *e, or_sse_event_t *ev);
+static int or_sse_chat(const char *p, const char *e, or_sse_event_t *ev);
+static size_t or_sse_text_bytes(const char *v, const char *e,
+    const or_sse_event_t *ev, int *nonempty);
 static int or_sse_field_number(const char *data, size_t len,
     const char *field);
-static int or_sse_is_error(const char *data, size_t len);
+static int or_sse_contains(const char *s, size_t len, const char *lit);
+static char *or_sse_put(char *p, char *end, const char *s, size_t len);
+static char *or_sse_puts(char *p, char *end, const char *s);
+static char *or_sse_put_json(char *p, char *end, const char *s, size_t len);
+static char *or_sse_put_int(char *p, char *end, int n);
+static const char *or_sse_type_of(or_sse_format_e fmt, int status);
 
 
 typedef struct {
@@ -38,10 +82,264 @@ static const or_sse_type_status_t  or_sse_types[] = {
 };
 
 
-static const char *
-or_sse_line_end(const char *p, const char *last)
+void
+or_sse_init(or_sse_t *s)
 {
-    while (p < last && *p != '\n' && *p != '\r') {
+    memset(s, 0, offsetof(or_sse_t, data));
+    s->data_len = 0;
+    s->data_total = 0;
+    s->bytes = 0;
+    s->format = OR_SSE_FMT_UNKNOWN;
+    s->finished = 0;
+    s->events = 0;
+}
+
+
+size_t
+or_sse_feed(or_sse_t *s, const char *buf, size_t len, or_sse_event_t *ev)
+{
+    unsigned char  c;
+    const char    *p, *last;
+
+    p = buf;
+    last = buf + len;
+
+    ev->kind = OR_SSE_EV_NONE;
+
+    while (p < last) {
+        c = (unsigned char) *p++;
+        s->bytes++;
+
+        if (s->cr) {
+            s->cr = 0;
+
+            if (c == '\n') {
+                /* the LF of a CRLF split across buffers */
+                continue;
+            }
+        }
+
+        if (c != '\r' && c != '\n') {
+            or_sse_byte(s, c);
+            continue;
+        }
+
+        if (c == '\r') {
+            if (p < last && *p == '\n') {
+                p++;
+                s->bytes++;
+
+            } else if (p == last) {
+                s->cr = 1;
+            }
+        }
+
+        if (or_sse_eol(s)) {
+            or_sse_dispatch(s, ev);
+            return p - buf;
+        }
+    }
+
+    return len;
+}
+
+
+int
+or_sse_end(or_sse_t *s, or_sse_event_t *ev)
+{
+    ev->kind = OR_SSE_EV_NONE;
+
+    if (s->line_len) {
+        (void) or_sse_eol(s);
+    }
+
+    if (s->data_lines == 0) {
+        /* comments or fields without data: nothing to dispatch */
+        return 0;
+    }
+
+    or_sse_dispatch(s, ev);
+
+    return 1;
+}
+
+
+size_t
+or_sse_pending(const or_sse_t *s)
+{
+    return s->bytes;
+}
+
+
+static void
+or_sse_byte(or_sse_t *s, unsigned char c)
+{
+    switch (s->line) {
+
+    case OR_SSE_LINE_FIELD:
+        if (c == ':') {
+            if (s->line_len == 0) {
+                s->line = OR_SSE_LINE_COMMENT;
+
+            } else {
+                or_sse_field(s);
+                s->space = 1;
+            }
+
+        } else if (s->fname_len < sizeof(s->fname)) {
+            s->fname[s->fname_len++] = (char) c;
+
+        } else {
+            /* longer than any field we know */
+            s->fname_len = sizeof(s->fname);
+            s->fname[0] = '\0';
+        }
+
+        break;
+
+    case OR_SSE_LINE_DATA:
+    case OR_SSE_LINE_EVENT:
+        if (s->space) {
+            s->space = 0;
+
+            if (c == ' ') {
+                break;
+            }
+        }
+
+        if (s->line == OR_SSE_LINE_DATA) {
+            or_sse_data_byte(s, (char) c);
+
+        } else if (s->name_len < OR_SSE_NAME_MAX) {
+            s->name[s->name_len++] = (char) c;
+        }
+
+        break;
+
+    default:
+        break;
+    }
+
+    if (s->line_len < (size_t) -1) {
+        s->line_len++;
+    }
+}
+
+
+/* the field name is complete: which kind of line this is */
+
+static void
+or_sse_field(or_sse_t *s)
+{
+    if (or_sse_is(s->fname, s->fname_len, "data")) {
+        s->line = OR_SSE_LINE_DATA;
+
+        if (s->data_lines++ > 0) {
+            or_sse_data_byte(s, '\n');
+        }
+
+    } else if (or_sse_is(s->fname, s->fname_len, "event")) {
+        s->line = OR_SSE_LINE_EVENT;
+        s->name_len = 0;
+
+    } else {
+        s->line = OR_SSE_LINE_IGNORE;
+    }
+}
+
+
+static void
+or_sse_data_byte(or_sse_t *s, char c)
+{
+    if (s->data_len < OR_SSE_DATA_MAX) {
+        s->data[s->data_len++] = c;
+    }
+
+    s->data_total++;
+}
+
+
+/* a line ended; 1: it was blank (the event ends) */
+
+static int
+or_sse_eol(or_sse_t *s)
+{
+    if (s->line_len == 0) {
+        return 1;
+    }
+
+    if (s->line == OR_SSE_LINE_FIELD) {
+        /* a field name without ':' has an empty value */
+        or_sse_field(s);
+    }
+
+    if (s->line != OR_SSE_LINE_COMMENT) {
+        s->lines = 1;
+    }
+
+    s->line = OR_SSE_LINE_FIELD;
+    s->line_len = 0;
+    s->fname_len = 0;
+    s->space = 0;
+
+    return 0;
+}
+
+
+static void
+or_sse_dispatch(or_sse_t *s, or_sse_event_t *ev)
+{
+    memset(ev, 0, sizeof(or_sse_event_t));
+
+    ev->name = s->name;
+    ev->name_len = s->name_len;
+    ev->data = s->data;
+    ev->data_len = s->data_len;
+    ev->data_total = s->data_total;
+    ev->bytes = s->bytes;
+
+    if (s->data_lines == 0) {
+        /* comments only, an empty event, or an event without data */
+        ev->kind = OR_SSE_EV_HEARTBEAT;
+
+    } else {
+        or_sse_classify(s->name, s->name_len, s->data, s->data_len,
+                        s->data_total, ev);
+    }
+
+    if (s->format == OR_SSE_FMT_UNKNOWN) {
+        s->format = ev->format;
+    }
+
+    if (ev->finish) {
+        s->finished = 1;
+    }
+
+    s->events++;
+
+    s->line = OR_SSE_LINE_FIELD;
+    s->line_len = 0;
+    s->fname_len = 0;
+    s->space = 0;
+    s->lines = 0;
+    s->data_lines = 0;
+    s->name_len = 0;
+    s->data_len = 0;
+    s->data_total = 0;
+    s->bytes = 0;
+}
+
+
+/*
+ * A tolerant reader of the JSON an event carries: enough to find a
+ * member by name and measure a string.  It never allocates; incomplete or
+ * invalid input makes it return NULL (the member is "not there").
+ */
+
+static const char *
+or_sj_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) {
         p++;
     }
 
@@ -49,10 +347,954 @@ or_sse_line_end(const char *p, const char *last)
 }
 
 
-static int
-or_sse_has(const char *data, size_t len, const char *s)
+/* past the string at p (at its '"'), NULL if it does not end */
+
+static const char *
+or_sj_str_end(const char *p, const char *e)
 {
-    return or_memcasemem(data, len, s, strlen(s)) != NULL;
+    p++;
+
+    while (p < e) {
+        if (*p == '\\') {
+            p += 2;
+            continue;
+        }
+
+        if (*p == '"') {
+            return p + 1;
+        }
+
+        p++;
+    }
+
+    return NULL;
+}
+
+
+static const char *
+or_sj_skip(const char *p, const char *e, int depth)
+{
+    char  open, close;
+
+    p = or_sj_ws(p, e);
+
+    if (p >= e) {
+        return NULL;
+    }
+
+    switch (*p) {
+
+    case '"':
+        return or_sj_str_end(p, e);
+
+    case '{':
+    case '[':
+        if (depth >= OR_SJ_DEPTH) {
+            return NULL;
+        }
+
+        open = *p;
+        close = (open == '{') ? '}' : ']';
+        p = or_sj_ws(p + 1, e);
+
+        if (p < e && *p == close) {
+            return p + 1;
+        }
+
+        for ( ;; ) {
+            p = or_sj_ws(p, e);
+
+            if (p >= e) {
+                return NULL;
+            }
+
+            if (open == '{') {
+                if (*p != '"') {
+                    return NULL;
+                }
+
+                p = or_sj_str_end(p, e);
+                if (p == NULL) {
+                    return NULL;
+                }
+
+                p = or_sj_ws(p, e);
+
+                if (p >= e || *p != ':') {
+                    return NULL;
+                }
+
+                p++;
+            }
+
+            p = or_sj_skip(p, e, depth + 1);
+            if (p == NULL) {
+                return NULL;
+            }
+
+            p = or_sj_ws(p, e);
+
+            if (p >= e) {
+                return NULL;
+            }
+
+            if (*p == ',') {
+                p++;
+                continue;
+            }
+
+            if (*p == close) {
+                return p + 1;
+            }
+
+            return NULL;
+        }
+
+    default:
+        /* a number, true, false or null */
+        while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' '
+               && *p != '\t' && *p != '\r' && *p != '\n')
+        {
+            p++;
+        }
+
+        return p;
+    }
+}
+
+
+/* the value of member key of the object at p, or NULL */
+
+static const char *
+or_sj_get(const char *p, const char *e, const char *key)
+{
+    size_t       klen;
+    const char  *k, *ke;
+
+    if (p == NULL) {
+        return NULL;
+    }
+
+    p = or_sj_ws(p, e);
+
+    if (p >= e || *p != '{') {
+        return NULL;
+    }
+
+    klen = strlen(key);
+    p = or_sj_ws(p + 1, e);
+
+    while (p < e && *p == '"') {
+        k = p + 1;
+        ke = or_sj_str_end(p, e);
+
+        if (ke == NULL) {
+            return NULL;
+        }
+
+        p = or_sj_ws(ke, e);
+
+        if (p >= e || *p != ':') {
+            return NULL;
+        }
+
+        p = or_sj_ws(p + 1, e);
+
+        if ((size_t) (ke - 1 - k) == klen && memcmp(k, key, klen) == 0) {
+            return p < e ? p : NULL;
+        }
+
+        p = or_sj_skip(p, e, 1);
+        if (p == NULL) {
+            return NULL;
+        }
+
+        p = or_sj_ws(p, e);
+
+        if (p >= e || *p != ',') {
+            return NULL;
+        }
+
+        p = or_sj_ws(p + 1, e);
+    }
+
+    return NULL;
+}
+
+
+static int
+or_sj_null(const char *p, const char *e)
+{
+    return p == NULL
+           || ((size_t) (e - p) >= 4 && memcmp(p, "null", 4) == 0);
+}
+
+
+/*
+ * The UTF-8 byte length of the string at p once decoded, -1 if p is not
+ * a string; *complete is 0 when the string is cut by the end of input.
+ */
+
+static long
+or_sj_strlen(const char *p, const char *e, int *complete)
+{
+    long          n;
+    unsigned      cp, lo;
+    const char   *q;
+
+    *complete = 0;
+
+    if (p == NULL || p >= e || *p != '"') {
+        return -1;
+    }
+
+    n = 0;
+    p++;
+
+    while (p < e) {
+        if (*p == '"') {
+            *complete = 1;
+            return n;
+        }
+
+        if (*p != '\\') {
+            n++;
+            p++;
+            continue;
+        }
+
+        if (p + 1 >= e) {
+            return n;
+        }
+
+        if (p[1] != 'u') {
+            n++;
+            p += 2;
+            continue;
+        }
+
+        if (e - p < 6) {
+            return n;
+        }
+
+        cp = 0;
+
+        for (q = p + 2; q < p + 6; q++) {
+            cp <<= 4;
+
+            if (*q >= '0' && *q <= '9') {
+                cp |= *q - '0';
+
+            } else if ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'f') {
+                cp |= (*q | 0x20) - 'a' + 10;
+            }
+        }
+
+        p += 6;
+
+        if (cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\'
+            && p[1] == 'u')
+        {
+            lo = 0;
+
+            for (q = p + 2; q < p + 6; q++) {
+                lo <<= 4;
+
+                if (*q >= '0' && *q <= '9') {
+                    lo |= *q - '0';
+
+                } else if ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'f') {
+                    lo |= (*q | 0x20) - 'a' + 10;
+                }
+            }
+
+            if (lo >= 0xdc00 && lo <= 0xdfff) {
+                p += 6;
+                n += 4;
+                continue;
+            }
+        }
+
+        n += (cp < 0x80) ? 1 : (cp < 0x800) ? 2 : 3;
+    }
+
+    return n;
+}
+
+
+static int
+or_sj_str_is(const char *p, const char *e, const char *lit)
+{
+    size_t  n;
+
+    n = strlen(lit);
+
+    return p != NULL && (size_t) (e - p) >= n + 2 && *p == '"'
+           && memcmp(p + 1, lit, n) == 0 && p[n + 1] == '"';
+}
+
+
+/* the first element of the array at p, NULL if none (or not an array) */
+
+static const char *
+or_sj_first(const char *p, const char *e)
+{
+    if (p == NULL || p >= e || *p != '[') {
+        return NULL;
+    }
+
+    p = or_sj_ws(p + 1, e);
+
+    if (p >= e || *p == ']') {
+        return NULL;
+    }
+
+    return p;
+}
+
+
+/* the element after the one at p, NULL at the end */
+
+static const char *
+or_sj_next(const char *p, const char *e)
+{
+    p = or_sj_skip(p, e, 1);
+
+    if (p == NULL) {
+        return NULL;
+    }
+
+    p = or_sj_ws(p, e);
+
+    if (p >= e || *p != ',') {
+        return NULL;
+    }
+
+    p = or_sj_ws(p + 1, e);
+
+    return p < e ? p : NULL;
+}
+
+
+/* decodes the string at p as plain text into out; returns its length */
+
+static size_t
+or_sj_decode(const char *p, const char *e, char *out, size_t size)
+{
+    char        *o, *end, c;
+    size_t       i;
+    unsigned     cp, lo;
+    const char  *q;
+
+    if (size == 0) {
+        return 0;
+    }
+
+    o = out;
+    end = out + size - 1;
+
+    if (p == NULL || p >= e || *p != '"') {
+        *o = '\0';
+        return 0;
+    }
+
+    p++;
+
+    while (p < e && *p != '"' && o < end) {
+
+        if (*p != '\\') {
+            c = *p++;
+            *o++ = ((unsigned char) c < 0x20) ? ' ' : c;
+            continue;
+        }
+
+        if (p + 1 >= e) {
+            break;
+        }
+
+        c = p[1];
+
+        if (c != 'u') {
+            p += 2;
+
+            switch (c) {
+            case 'n':
+            case 'r':
+            case 't':
+            case 'b':
+            case 'f':
+                c = ' ';
+                break;
+            default:
+                break;
+            }
+
+            *o++ = ((unsigned char) c < 0x20 || c == 0x7f) ? ' ' : c;
+            continue;
+        }
+
+        if (e - p < 6) {
+            break;
+        }
+
+        cp = 0;
+
+        for (q = p + 2; q < p + 6; q++) {
+            cp <<= 4;
+
+            if (*q >= '0' && *q <= '9') {
+                cp |= *q - '0';
+
+            } else if ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'f') {
+                cp |= (*q | 0x20) - 'a' + 10;
+            }
+        }
+
+        p += 6;
+
+        if (cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\'
+            && p[1] == 'u')
+        {
+            lo = 0;
+
+            for (q = p + 2; q < p + 6; q++) {
+                lo <<= 4;
+
+                if (*q >= '0' && *q <= '9') {
+                    lo |= *q - '0';
+
+                } else if ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'f') {
+                    lo |= (*q | 0x20) - 'a' + 10;
+                }
+            }
+
+            if (lo >= 0xdc00 && lo <= 0xdfff) {
+                p += 6;
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+            }
+        }
+
+        if (cp < 0x20) {
+            cp = ' ';
+        }
+
+        if ((cp >= 0xd800 && cp <= 0xdfff)) {
+            cp = 0xfffd;
+        }
+
+        if (cp < 0x80) {
+            *o++ = (char) cp;
+            continue;
+        }
+
+        i = (cp < 0x800) ? 2 : (cp < 0x10000) ? 3 : 4;
+
+        if ((size_t) (end - o) < i) {
+            break;
+        }
+
+        if (i == 2) {
+            *o++ = (char) (0xc0 | (cp >> 6));
+
+        } else if (i == 3) {
+            *o++ = (char) (0xe0 | (cp >> 12));
+            *o++ = (char) (0x80 | ((cp >> 6) & 0x3f));
+
+        } else {
+            *o++ = (char) (0xf0 | (cp >> 18));
+            *o++ = (char) (0x80 | ((cp >> 12) & 0x3f));
+            *o++ = (char) (0x80 | ((cp >> 6) & 0x3f));
+        }
+
+        *o++ = (char) (0x80 | (cp & 0x3f));
+    }
+
+    /* never end inside a UTF-8 sequence (raw bytes cut by the bound) */
+
+    if (o > out && ((unsigned char) o[-1] & 0x80)) {
+        q = o;
+
+        while (q > out && ((unsigned char) q[-1] & 0xc0) == 0x80) {
+            q--;
+        }
+
+        if (q > out && ((unsigned char) q[-1] & 0xc0) == 0xc0) {
+            cp = (unsigned char) q[-1];
+            i = (cp >= 0xf0) ? 4 : (cp >= 0xe0) ? 3 : 2;
+
+            if ((size_t) (o - q) + 1 < i) {
+                o = (char *) q - 1;
+            }
+        }
+    }
+
+    *o = '\0';
+
+    return o - out;
+}
+
+
+static void
+or_sse_kind(or_sse_event_t *ev, or_sse_kind_e kind, unsigned content,
+    unsigned progress)
+{
+    ev->kind = kind;
+    ev->content = content;
+    ev->progress = progress;
+}
+
+
+/*
+ * The decoded byte length of the string at v; a string cut by the data
+ * bound counts the data that was not kept as well (a conservative proxy
+ * for a long delta).  *nonempty: it has text.
+ */
+
+static size_t
+or_sse_text_bytes(const char *v, const char *e, const or_sse_event_t *ev,
+    int *nonempty)
+{
+    int    complete;
+    long   n;
+
+    n = or_sj_strlen(v, e, &complete);
+
+    if (n < 0) {
+        *nonempty = 0;
+        return 0;
+    }
+
+    if (!complete && ev->truncated) {
+        n += (long) (ev->data_total - ev->data_len);
+    }
+
+    *nonempty = (n > 0);
+
+    return (size_t) n;
+}
+
+
+void
+or_sse_classify(const char *name, size_t name_len, const char *data,
+    size_t data_len, size_t data_total, or_sse_event_t *ev)
+{
+    size_t       tlen;
+    const char  *p, *e, *v, *type;
+
+    ev->kind = OR_SSE_EV_OTHER;
+    ev->format = OR_SSE_FMT_UNKNOWN;
+    ev->content = 0;
+    ev->progress = 0;
+    ev->finish = 0;
+    ev->text_bytes = 0;
+    ev->status = 0;
+    ev->data_total = data_total;
+    ev->data_len = data_len;
+    ev->truncated = (data_total > data_len);
+
+    p = or_sj_ws(data, data + data_len);
+    e = data + data_len;
+
+    if ((size_t) (e - p) >= 6 && memcmp(p, "[DONE]", 6) == 0) {
+        ev->format = OR_SSE_FMT_CHAT;
+        or_sse_kind(ev, OR_SSE_EV_DONE, 0, 0);
+        return;
+    }
+
+    /* the event's type: its event: name, else the data's "type" */
+
+    type = NULL;
+    tlen = 0;
+
+    if (name_len && !or_sse_is(name, name_len, "message")) {
+        type = name;
+        tlen = name_len;
+    }
+
+    if (p < e && *p == '{') {
+
+        if (type != NULL) {
+            if (or_sse_is(type, tlen, "error")) {
+                goto error;
+            }
+
+            if (or_sse_anthropic(type, tlen, p, e, ev)
+                || or_sse_responses(type, tlen, p, e, ev))
+            {
+                if (ev->kind == OR_SSE_EV_ERROR) {
+                    goto error;
+                }
+
+                return;
+            }
+        }
+
+        /* an unknown or no event name: the data's own "type" */
+
+        v = or_sj_get(p, e, "type");
+
+        if (v != NULL && *v == '"') {
+            type = v + 1;
+            v = memchr(type, '"', e - type);
+            tlen = (v != NULL) ? (size_t) (v - type) : 0;
+
+            if (or_sse_is(type, tlen, "error")) {
+                goto error;
+            }
+
+            if (or_sse_anthropic(type, tlen, p, e, ev)
+                || or_sse_responses(type, tlen, p, e, ev))
+            {
+                if (ev->kind == OR_SSE_EV_ERROR) {
+                    goto error;
+                }
+
+                return;
+            }
+        }
+
+        /* a top-level "error" member that is not null */
+
+        v = or_sj_get(p, e, "error");
+
+        if (v != NULL && !or_sj_null(v, e)) {
+            goto error;
+        }
+
+        if (or_sse_chat(p, e, ev)) {
+            return;
+        }
+
+        /* JSON of no known shape (or cut by the bound): content */
+        or_sse_kind(ev, OR_SSE_EV_OTHER, 1, 1);
+        return;
+    }
+
+    if (type != NULL && or_sse_is(type, tlen, "error")) {
+        goto error;
+    }
+
+    /* not JSON: a stream of no known format; its events are content */
+    or_sse_kind(ev, OR_SSE_EV_OTHER, 1, 1);
+    return;
+
+error:
+
+    or_sse_kind(ev, OR_SSE_EV_ERROR, 0, 0);
+    ev->status = or_sse_error_status(data, data_len);
+}
+
+
+/* Anthropic Messages events; 0 if type is not one of them */
+
+static int
+or_sse_anthropic(const char *type, size_t tlen, const char *p, const char *e,
+    or_sse_event_t *ev)
+{
+    int          nonempty;
+    const char  *v, *b;
+
+    if (or_sse_is(type, tlen, "message_start")
+        || or_sse_is(type, tlen, "message_delta")
+        || or_sse_is(type, tlen, "content_block_stop"))
+    {
+        ev->format = OR_SSE_FMT_ANTHROPIC;
+        or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
+        return 1;
+    }
+
+    if (or_sse_is(type, tlen, "message_stop")) {
+        ev->format = OR_SSE_FMT_ANTHROPIC;
+        or_sse_kind(ev, OR_SSE_EV_DONE, 0, 0);
+        return 1;
+    }
+
+    if (or_sse_is(type, tlen, "ping")) {
+        ev->format = OR_SSE_FMT_ANTHROPIC;
+        or_sse_kind(ev, OR_SSE_EV_HEARTBEAT, 0, 0);
+        return 1;
+    }
+
+    if (or_sse_is(type, tlen, "content_block_start")) {
+        ev->format = OR_SSE_FMT_ANTHROPIC;
+        b = or_sj_get(p, e, "content_block");
+        v = or_sj_get(b, e, "type");
+
+        if (or_sj_str_is(v, e, "tool_use")
+            || or_sj_str_is(v, e, "server_tool_use")
+            || or_sj_str_is(v, e, "mcp_tool_use"))
+        {
+            /* it names the tool: content */
+            or_sse_kind(ev, OR_SSE_EV_TOOL, 1, 1);
+            return 1;
+        }
+
+        if (or_sj_str_is(v, e, "text")) {
+            ev->text_bytes = or_sse_text_bytes(or_sj_get(b, e, "text"), e,
+                                               ev, &nonempty);
+            if (nonempty) {
+                or_sse_kind(ev, OR_SSE_EV_TEXT, 1, 1);
+                return 1;
+            }
+
+        } else if (or_sj_str_is(v, e, "thinking")) {
+            (void) or_sse_text_bytes(or_sj_get(b, e, "thinking"), e, ev,
+                                     &nonempty);
+            if (nonempty) {
+                or_sse_kind(ev, OR_SSE_EV_REASONING, 1, 1);
+                return 1;
+            }
+
+        } else if (or_sj_str_is(v, e, "redacted_thinking")) {
+            or_sse_kind(ev, OR_SSE_EV_REASONING, 1, 1);
+            return 1;
+        }
+
+        or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
+        return 1;
+    }
+
+    if (!or_sse_is(type, tlen, "content_block_delta")) {
+        return 0;
+    }
+
+    ev->format = OR_SSE_FMT_ANTHROPIC;
+    b = or_sj_get(p, e, "delta");
+    v = or_sj_get(b, e, "type");
+
+    if (or_sj_str_is(v, e, "text_delta")) {
+        ev->text_bytes = or_sse_text_bytes(or_sj_get(b, e, "text"), e, ev,
+                                           &nonempty);
+        or_sse_kind(ev, nonempty ? OR_SSE_EV_TEXT : OR_SSE_EV_META,
+                    nonempty, nonempty);
+        return 1;
+    }
+
+    if (or_sj_str_is(v, e, "thinking_delta")) {
+        /* an empty thinking frame still shows the model is thinking */
+        (void) or_sse_text_bytes(or_sj_get(b, e, "thinking"), e, ev,
+                                 &nonempty);
+        or_sse_kind(ev, OR_SSE_EV_REASONING, nonempty, 1);
+        return 1;
+    }
+
+    if (or_sj_str_is(v, e, "signature_delta")) {
+        (void) or_sse_text_bytes(or_sj_get(b, e, "signature"), e, ev,
+                                 &nonempty);
+        or_sse_kind(ev, nonempty ? OR_SSE_EV_REASONING : OR_SSE_EV_META, 0,
+                    nonempty);
+        return 1;
+    }
+
+    if (or_sj_str_is(v, e, "input_json_delta")) {
+        or_sse_kind(ev, OR_SSE_EV_TOOL, 1, 1);
+        return 1;
+    }
+
+    if (or_sj_str_is(v, e, "citations_delta")) {
+        or_sse_kind(ev, OR_SSE_EV_TEXT, 1, 1);
+        return 1;
+    }
+
+    /* a delta of a kind we do not know: content, to be safe */
+    or_sse_kind(ev, OR_SSE_EV_OTHER, 1, 1);
+    return 1;
+}
+
+
+static int
+or_sse_suffix(const char *s, size_t len, const char *lit)
+{
+    size_t  n;
+
+    n = strlen(lit);
+
+    return len >= n && memcmp(s + len - n, lit, n) == 0;
+}
+
+
+/* OpenAI Responses API events; 0 if type is not "response.*" */
+
+static int
+or_sse_responses(const char *type, size_t tlen, const char *p, const char *e,
+    or_sse_event_t *ev)
+{
+    int      nonempty;
+    size_t   n;
+
+    if (tlen < 9 || memcmp(type, "response.", 9) != 0) {
+        return 0;
+    }
+
+    ev->format = OR_SSE_FMT_RESPONSES;
+
+    if (or_sse_is(type, tlen, "response.completed")
+        || or_sse_is(type, tlen, "response.incomplete"))
+    {
+        or_sse_kind(ev, OR_SSE_EV_DONE, 0, 0);
+        return 1;
+    }
+
+    if (or_sse_is(type, tlen, "response.failed")
+        || or_sse_is(type, tlen, "response.error"))
+    {
+        or_sse_kind(ev, OR_SSE_EV_ERROR, 0, 0);
+        return 1;
+    }
+
+    if (or_sse_suffix(type, tlen, ".done")) {
+        or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
+        return 1;
+    }
+
+    if (or_sse_is(type, tlen, "response.output_text.delta")
+        || or_sse_is(type, tlen, "response.refusal.delta")
+        || or_sse_is(type, tlen, "response.audio.transcript.delta"))
+    {
+        ev->text_bytes = or_sse_text_bytes(or_sj_get(p, e, "delta"), e, ev,
+                                           &nonempty);
+        or_sse_kind(ev, nonempty ? OR_SSE_EV_TEXT : OR_SSE_EV_META,
+                    nonempty, nonempty);
+        return 1;
+    }
+
+    if (or_sse_contains(type, tlen, "reasoning")) {
+        if (or_sse_suffix(type, tlen, ".delta")) {
+            (void) or_sse_text_bytes(or_sj_get(p, e, "delta"), e, ev,
+                                     &nonempty);
+            or_sse_kind(ev, OR_SSE_EV_REASONING, nonempty, 1);
+
+        } else {
+            /* a reasoning part starts: a reasoning frame, not content */
+            or_sse_kind(ev, OR_SSE_EV_REASONING, 0, 1);
+        }
+
+        return 1;
+    }
+
+    if (or_sse_contains(type, tlen, "_call")) {
+        n = or_sse_suffix(type, tlen, ".delta");
+        or_sse_kind(ev, OR_SSE_EV_TOOL, (unsigned) n, 1);
+        return 1;
+    }
+
+    /* created, in_progress, queued, output_item.added, ... */
+    or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
+    return 1;
+}
+
+
+/* a Chat Completions chunk; 0 if the JSON at p is not one */
+
+static int
+or_sse_chat(const char *p, const char *e, or_sse_event_t *ev)
+{
+    int          text, tool, reasoning, nonempty, chunk;
+    size_t       n;
+    const char  *choices, *c, *d, *v;
+
+    choices = or_sj_get(p, e, "choices");
+    v = or_sj_get(p, e, "object");
+
+    chunk = or_sj_str_is(v, e, "chat.completion.chunk");
+
+    if (choices == NULL || *choices != '[') {
+        if (!chunk && or_sj_get(p, e, "usage") == NULL) {
+            return 0;
+        }
+
+        ev->format = OR_SSE_FMT_CHAT;
+        or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
+        return 1;
+    }
+
+    ev->format = OR_SSE_FMT_CHAT;
+
+    text = 0;
+    tool = 0;
+    reasoning = 0;
+
+    for (c = or_sj_first(choices, e); c != NULL; c = or_sj_next(c, e)) {
+
+        v = or_sj_get(c, e, "finish_reason");
+
+        if (v != NULL && !or_sj_null(v, e)) {
+            ev->finish = 1;
+        }
+
+        d = or_sj_get(c, e, "delta");
+
+        if (d == NULL || *d != '{') {
+            continue;
+        }
+
+        n = or_sse_text_bytes(or_sj_get(d, e, "content"), e, ev, &nonempty);
+        if (nonempty) {
+            text = 1;
+            ev->text_bytes += n;
+        }
+
+        n = or_sse_text_bytes(or_sj_get(d, e, "refusal"), e, ev, &nonempty);
+        if (nonempty) {
+            text = 1;
+            ev->text_bytes += n;
+        }
+
+        (void) or_sse_text_bytes(or_sj_get(d, e, "reasoning_content"), e, ev,
+                                 &nonempty);
+        reasoning |= nonempty;
+
+        (void) or_sse_text_bytes(or_sj_get(d, e, "reasoning"), e, ev,
+                                 &nonempty);
+        reasoning |= nonempty;
+
+        (void) or_sse_text_bytes(or_sj_get(d, e, "reasoning_text"), e, ev,
+                                 &nonempty);
+        reasoning |= nonempty;
+
+        if (or_sj_first(or_sj_get(d, e, "reasoning_details"), e) != NULL) {
+            reasoning = 1;
+        }
+
+        if (or_sj_first(or_sj_get(d, e, "tool_calls"), e) != NULL) {
+            tool = 1;
+        }
+
+        v = or_sj_get(d, e, "function_call");
+
+        if (v != NULL && *v == '{') {
+            tool = 1;
+        }
+
+        if (ev->truncated && !text && !tool && !reasoning
+            && or_sj_skip(d, e, 1) == NULL)
+        {
+            /* a delta longer than we keep, of a member not read */
+            text = 1;
+        }
+    }
+
+    if (text) {
+        or_sse_kind(ev, OR_SSE_EV_TEXT, 1, 1);
+
+    } else if (tool) {
+        or_sse_kind(ev, OR_SSE_EV_TOOL, 1, 1);
+
+    } else if (reasoning) {
+        or_sse_kind(ev, OR_SSE_EV_REASONING, 1, 1);
+
+    } else {
+        or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
+    }
+
+    return 1;
+}
+
+
+static int
+or_sse_contains(const char *s, size_t len, const char *lit)
+{
+    return or_memcasemem(s, len, lit, strlen(lit)) != NULL;
 }
 
 
@@ -97,40 +1339,15 @@ or_sse_field_number(const char *data, size_t len, const char *field)
 }
 
 
-/* {"error": ...} (OpenAI-compatible) or {"type":"error", ...} */
-
-static int
-or_sse_is_error(const char *data, size_t len)
-{
-    const char  *p, *last;
-
-    p = data;
-    last = data + len;
-
-    if (p == last || *p != '{') {
-        return 0;
-    }
-
-    p++;
-
-    while (p < last && (*p == ' ' || *p == '\t')) {
-        p++;
-    }
-
-    if ((size_t) (last - p) >= 7 && memcmp(p, "\"error\"", 7) == 0) {
-        return 1;
-    }
-
-    return or_sse_has(data, len, "\"type\":\"error\"")
-           || or_sse_has(data, len, "\"type\": \"error\"");
-}
-
-
-static int
-or_sse_status(const char *data, size_t len)
+int
+or_sse_error_status(const char *data, size_t len)
 {
     int                          n;
     const or_sse_type_status_t  *t;
+
+    if (data == NULL) {
+        return 502;
+    }
 
     n = or_sse_field_number(data, len, "\"status\"");
     if (n) {
@@ -142,8 +1359,14 @@ or_sse_status(const char *data, size_t len)
         return n;
     }
 
+    /* quota text (escapes decoded) is a quota error whatever its type */
+
+    if (or_classify_quota_text(data, len)) {
+        return 429;
+    }
+
     for (t = or_sse_types; t->type; t++) {
-        if (or_sse_has(data, len, t->type)) {
+        if (or_sse_contains(data, len, t->type)) {
             return t->status;
         }
     }
@@ -152,92 +1375,321 @@ or_sse_status(const char *data, size_t len)
 }
 
 
-or_sse_first_e
-or_sse_first_event(const char *buf, size_t len, or_sse_error_t *err)
+size_t
+or_sse_error_message(const char *data, size_t len, char *out, size_t size)
 {
-    int          is_error_event;
-    size_t       n;
-    const char  *p, *last, *eol, *data, *data_end, *v;
+    const char  *p, *e, *v, *err;
 
-    p = buf;
-    last = buf + len;
-
-    is_error_event = 0;
-    data = NULL;
-    data_end = NULL;
-
-    while (p < last) {
-        eol = or_sse_line_end(p, last);
-
-        if (eol == last) {
-            /* an incomplete line */
-            return OR_SSE_MORE;
-        }
-
-        n = eol - p;
-
-        /* skip the line terminator: \n, \r or \r\n */
-
-        if (*eol == '\r' && eol + 1 < last && eol[1] == '\n') {
-            eol += 2;
-
-        } else if (*eol == '\r' && eol + 1 == last) {
-            return OR_SSE_MORE;
-
-        } else {
-            eol++;
-        }
-
-        if (n == 0) {
-            /* a blank line ends an event */
-
-            if (data) {
-                if (is_error_event || or_sse_is_error(data, data_end - data))
-                {
-                    err->data = data;
-                    err->data_len = data_end - data;
-                    err->status = or_sse_status(data, data_end - data);
-                    return OR_SSE_ERROR;
-                }
-
-                return OR_SSE_CONTENT;
-            }
-
-            /* a comment-only or empty event: a heartbeat */
-            is_error_event = 0;
-            p = eol;
-            continue;
-        }
-
-        if (*p == ':') {
-            p = eol;
-            continue;
-        }
-
-        if (n >= 6 && memcmp(p, "event:", 6) == 0) {
-            v = p + 6;
-            while (v < p + n && *v == ' ') {
-                v++;
-            }
-
-            is_error_event = ((size_t) (p + n - v) == 5
-                              && memcmp(v, "error", 5) == 0);
-
-        } else if (n >= 5 && memcmp(p, "data:", 5) == 0) {
-            v = p + 5;
-            if (v < p + n && *v == ' ') {
-                v++;
-            }
-
-            if (data == NULL) {
-                data = v;
-            }
-
-            data_end = p + n;
-        }
-
-        p = eol;
+    if (size == 0) {
+        return 0;
     }
 
-    return OR_SSE_MORE;
+    out[0] = '\0';
+
+    if (data == NULL) {
+        return 0;
+    }
+
+    e = data + len;
+    p = or_sj_ws(data, e);
+
+    err = or_sj_get(p, e, "error");
+
+    if (err != NULL && *err == '"') {
+        return or_sj_decode(err, e, out, size);
+    }
+
+    v = or_sj_get(err, e, "message");
+
+    if (v == NULL) {
+        v = or_sj_get(p, e, "message");
+    }
+
+    if (v == NULL) {
+        v = or_sj_get(or_sj_get(or_sj_get(p, e, "response"), e, "error"), e,
+                      "message");
+    }
+
+    if (v == NULL || *v != '"') {
+        return 0;
+    }
+
+    return or_sj_decode(v, e, out, size);
+}
+
+
+or_sse_format_e
+or_sse_format_of_path(const char *path, size_t len)
+{
+    const char  *q;
+
+    if (path == NULL) {
+        return OR_SSE_FMT_CHAT;
+    }
+
+    q = memchr(path, '?', len);
+
+    if (q != NULL) {
+        len = q - path;
+    }
+
+    while (len > 0 && path[len - 1] == '/') {
+        len--;
+    }
+
+    if (or_sse_suffix(path, len, "/messages")) {
+        return OR_SSE_FMT_ANTHROPIC;
+    }
+
+    if (or_sse_suffix(path, len, "/responses")) {
+        return OR_SSE_FMT_RESPONSES;
+    }
+
+    return OR_SSE_FMT_CHAT;
+}
+
+
+static char *
+or_sse_put(char *p, char *end, const char *s, size_t len)
+{
+    if ((size_t) (end - p) < len) {
+        len = end - p;
+    }
+
+    memcpy(p, s, len);
+
+    return p + len;
+}
+
+
+static char *
+or_sse_puts(char *p, char *end, const char *s)
+{
+    return or_sse_put(p, end, s, strlen(s));
+}
+
+
+/* a JSON string of plain text s */
+
+static char *
+or_sse_put_json(char *p, char *end, const char *s, size_t len)
+{
+    size_t          i;
+    unsigned char   c;
+    static const char  hex[] = "0123456789abcdef";
+
+    if (p < end) {
+        *p++ = '"';
+    }
+
+    for (i = 0; i < len && end - p > 7; i++) {
+        c = (unsigned char) s[i];
+
+        if (c == '"' || c == '\\') {
+            *p++ = '\\';
+            *p++ = (char) c;
+
+        } else if (c < 0x20 || c == 0x7f) {
+            *p++ = '\\';
+            *p++ = 'u';
+            *p++ = '0';
+            *p++ = '0';
+            *p++ = hex[c >> 4];
+            *p++ = hex[c & 0xf];
+
+        } else {
+            *p++ = (char) c;
+        }
+    }
+
+    if (p < end) {
+        *p++ = '"';
+    }
+
+    return p;
+}
+
+
+static char *
+or_sse_put_int(char *p, char *end, int n)
+{
+    char      tmp[16];
+    size_t    i;
+    unsigned  u;
+
+    i = sizeof(tmp);
+    u = (n < 0) ? (unsigned) -n : (unsigned) n;
+
+    do {
+        tmp[--i] = (char) ('0' + u % 10);
+        u /= 10;
+    } while (u && i > 1);
+
+    if (n < 0) {
+        tmp[--i] = '-';
+    }
+
+    return or_sse_put(p, end, tmp + i, sizeof(tmp) - i);
+}
+
+
+static const char *
+or_sse_type_of(or_sse_format_e fmt, int status)
+{
+    if (fmt == OR_SSE_FMT_ANTHROPIC) {
+        switch (status) {
+        case 400:
+        case 413:
+        case 422:
+            return "invalid_request_error";
+        case 401:
+            return "authentication_error";
+        case 402:
+        case 403:
+            return "permission_error";
+        case 404:
+            return "not_found_error";
+        case 429:
+            return "rate_limit_error";
+        case 503:
+        case 529:
+            return "overloaded_error";
+        default:
+            return "api_error";
+        }
+    }
+
+    switch (status) {
+    case 401:
+        return "authentication_error";
+    case 402:
+    case 403:
+        return "permission_error";
+    case 404:
+        return "not_found_error";
+    case 429:
+        return "rate_limit_error";
+    default:
+        return (status >= 400 && status < 500) ? "invalid_request_error"
+                                               : "server_error";
+    }
+}
+
+
+size_t
+or_sse_error_event(char *buf, size_t size, or_sse_format_e fmt, int status,
+    const char *code, const char *message, size_t message_len,
+    int retry_after_s)
+{
+    char        *p, *end;
+    const char  *type;
+
+    if (buf == NULL || size < 2) {
+        return 0;
+    }
+
+    if (message == NULL) {
+        message = "";
+        message_len = 0;
+    }
+
+    if (message_len > 512) {
+        message_len = 512;
+
+        /* not inside a UTF-8 sequence */
+        while (message_len > 0
+               && ((unsigned char) message[message_len] & 0xc0) == 0x80)
+        {
+            message_len--;
+        }
+    }
+
+    if (code == NULL) {
+        code = "error";
+    }
+
+    p = buf;
+    end = buf + size - 2;       /* room for the blank line */
+    type = or_sse_type_of(fmt, status);
+
+    switch (fmt) {
+
+    case OR_SSE_FMT_ANTHROPIC:
+        p = or_sse_puts(p, end, "event: error\ndata: {\"type\":\"error\","
+                                "\"error\":{\"type\":\"");
+        p = or_sse_puts(p, end, type);
+        p = or_sse_puts(p, end, "\",\"message\":");
+        p = or_sse_put_json(p, end, message, message_len);
+        p = or_sse_puts(p, end, "},\"status\":");
+        p = or_sse_put_int(p, end, status);
+        break;
+
+    case OR_SSE_FMT_RESPONSES:
+        p = or_sse_puts(p, end, "event: error\ndata: {\"type\":\"error\","
+                                "\"code\":\"");
+        p = or_sse_puts(p, end, code);
+        p = or_sse_puts(p, end, "\",\"message\":");
+        p = or_sse_put_json(p, end, message, message_len);
+        p = or_sse_puts(p, end, ",\"param\":null,\"status\":");
+        p = or_sse_put_int(p, end, status);
+        break;
+
+    default:
+        p = or_sse_puts(p, end, "data: {\"error\":{\"message\":");
+        p = or_sse_put_json(p, end, message, message_len);
+        p = or_sse_puts(p, end, ",\"type\":\"");
+        p = or_sse_puts(p, end, type);
+        p = or_sse_puts(p, end, "\",\"code\":\"");
+        p = or_sse_puts(p, end, code);
+        p = or_sse_puts(p, end, "\",\"status\":");
+        p = or_sse_put_int(p, end, status);
+        break;
+    }
+
+    if (retry_after_s >= 0) {
+        p = or_sse_puts(p, end, ",\"retry_after\":");
+        p = or_sse_put_int(p, end, retry_after_s);
+    }
+
+    if (fmt == OR_SSE_FMT_RESPONSES) {
+        p = or_sse_puts(p, end, ",\"error\":{\"type\":\"");
+        p = or_sse_puts(p, end, type);
+        p = or_sse_puts(p, end, "\",\"code\":\"");
+        p = or_sse_puts(p, end, code);
+        p = or_sse_puts(p, end, "\",\"message\":");
+        p = or_sse_put_json(p, end, message, message_len);
+        p = or_sse_puts(p, end, "}");
+    }
+
+    p = or_sse_puts(p, end, (fmt == OR_SSE_FMT_CHAT) ? "}}" : "}");
+
+    *p++ = '\n';
+    *p++ = '\n';
+
+    return p - buf;
+}
+
+
+const char *
+or_sse_kind_name(or_sse_kind_e kind)
+{
+    static const char  *names[] = {
+        "none", "heartbeat", "meta", "text", "reasoning", "tool", "other",
+        "error", "done"
+    };
+
+    return ((unsigned) kind < sizeof(names) / sizeof(names[0]))
+           ? names[kind] : "unknown";
+}
+
+
+const char *
+or_sse_format_name(or_sse_format_e fmt)
+{
+    static const char  *names[] = {
+        "unknown", "chat", "responses", "anthropic"
+    };
+
+    return ((unsigned) fmt < sizeof(names) / sizeof(names[0]))
+           ? names[fmt] : "unknown";
 }

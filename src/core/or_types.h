@@ -135,6 +135,9 @@ typedef struct {
     const char   *rule_id;          /* restatement/provider rule that
                                        matched, or NULL */
     const char   *restate_rule_id;  /* the restatement rule, or NULL */
+    int           lockout_capped;   /* a built-in rule's cooldown: a model
+                                       lockout caps it at its
+                                       max_cooldown */
 } or_verdict_t;
 
 

@@ -176,6 +176,9 @@ typedef struct {
     ngx_int_t                     max_attempts;
     size_t                        error_body_max;
     ngx_flag_t                    stream_probe;
+    ngx_msec_t                    stream_probe_timeout; /* hold bound */
+    ngx_msec_t                    stream_keepalive;     /* 0: off */
+    ngx_msec_t                    stream_keepalive_interval;
     ngx_msec_t                    session_affinity;     /* 0: off */
     ngx_flag_t                    attempt_trail;    /* X-OmniRoute-Trail */
     ngx_uint_t                    models;       /* NGX_OMNIROUTE_MODELS_* */

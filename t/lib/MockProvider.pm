@@ -22,11 +22,33 @@ package MockProvider;
 #   sse=N              200 text/event-stream with N data events + [DONE]
 #   sseerr=TYPE        200 text/event-stream whose first event is an error
 #                      of that type (after a ": ping" comment with ping=1;
-#                      Anthropic style "event: error" with anthropic=1)
-#   gap=MS             delay between SSE events (default 200)
+#                      Anthropic style "event: error" with anthropic=1;
+#                      ssedata=TEXT, URI-escaped: that data instead)
+#   gap=MS             delay between SSE events (default 200; 10 for a
+#                      fixture)
 #   delay=MS           wait before answering
 #   reset              close the connection with RST, no response
 #   hang               read the request and never answer
+#   fixture=NAME       200 text/event-stream replaying
+#                      t/fixtures/streams/NAME.sse event by event, chunked
+#                      (chunked=0: close-delimited); with
+#     cut=N            close after N events (chunked: no last chunk)
+#     rst=N            reset (RST) after N events
+#     stall=N          after N events send nothing more (heartbeats every
+#                      beat=MS if given) until the peer closes (30 s max)
+#     beats=N          N ": ping" heartbeats (every beat=MS, default 200)
+#                      before the events
+#     split=1          write each event in two parts, 30 ms apart
+#     half=N           after N events, half of the next one, then RST
+#   heartbeats         200 text/event-stream of ": ping" heartbeats every
+#                      beat=MS (default 200) and nothing else, until the
+#                      peer closes (30 s max)
+#   sse=N with cut=K / rst=K   end (FIN / RST) after K events, no [DONE]
+#   cutbody=N          (a 200 JSON answer) send its Content-Length but only
+#                      N bytes of the body, then close (rst=1: reset;
+#                      chunked=1: a chunked body without its last chunk)
+#   ifmodel=NAME       the rest applies to requests for model NAME only;
+#                      others get "ok"
 
 use strict;
 use warnings;
@@ -207,6 +229,12 @@ sub respond {
         $o{$k} = $v // 1;
     }
 
+    # ifmodel=NAME: the behavior is for that model only, others get "ok"
+    if (defined $o{ifmodel}) {
+        my $want = eval { decode_json($req->{body})->{model} } // '';
+        %o = () if $want ne $o{ifmodel};
+    }
+
     sleep($o{delay} / 1000) if $o{delay};
 
     if ($o{reset}) {
@@ -230,6 +258,7 @@ sub respond {
             $ev = JSON::PP->new->canonical->encode({ type => 'error',
                 error => { type => $o{sseerr}, message => 'Overloaded' } });
         }
+        $ev = unescape($o{ssedata}) if defined $o{ssedata};
         my $out = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             . "Connection: close\r\n\r\n";
         $out .= ": ping\n\n" if $o{ping};
@@ -240,11 +269,23 @@ sub respond {
         return 0;
     }
 
+    if ($o{fixture} || $o{heartbeats}) {
+        return $self->replay($c, \%o);
+    }
+
     if ($o{sse}) {
         my $gap = ($o{gap} // 200) / 1000;
         syswrite($c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                      . "Cache-Control: no-cache\r\nConnection: close\r\n\r\n");
         for my $i (1 .. $o{sse}) {
+            if (defined $o{cut} && $i > $o{cut}) {
+                close $c;
+                return 0;
+            }
+            if (defined $o{rst} && $i > $o{rst}) {
+                rst($c);
+                return 0;
+            }
             my $ev = JSON::PP->new->canonical->encode({
                 id => "chunk-$i", model => $model,
                 choices => [{ delta => { content => "part $i " } }] });
@@ -296,10 +337,140 @@ sub respond {
         . "Content-Length: " . length($body) . "\r\n"
         . "X-Mock-Provider: $self->{name}\r\n";
     $resp .= "Retry-After: $o{retry}\r\n" if $o{retry};
+
+    if (defined $o{cutbody} && $o{chunked}) {
+        # a chunked body without its last chunk
+        my $part = substr($body, 0, $o{cutbody});
+        syswrite($c, "HTTP/1.1 $status Mock\r\nContent-Type: $ctype\r\n"
+                     . "Transfer-Encoding: chunked\r\n\r\n"
+                     . sprintf("%x\r\n%s\r\n", length $part, $part));
+        sleep(0.1);
+        if ($o{rst}) { rst($c) } else { close $c }
+        return 0;
+    }
+
+    if (defined $o{cutbody}) {
+        # the promised length, not the bytes
+        syswrite($c, "$resp\r\n" . substr($body, 0, $o{cutbody}));
+        sleep(0.1);
+        if ($o{rst}) { rst($c) } else { close $c }
+        return 0;
+    }
+
     $resp .= "\r\n$body";
 
     syswrite($c, $resp);
     return 1;
+}
+
+sub rst {
+    my ($c) = @_;
+    setsockopt($c, SOL_SOCKET, SO_LINGER, pack('ii', 1, 0));
+    close $c;
+}
+
+# the events of a fixture file (each with its blank line)
+sub fixture_events {
+    my ($name) = @_;
+    my $dir = __FILE__;
+    $dir =~ s{/lib/MockProvider\.pm$}{/fixtures/streams};
+    open my $fh, '<', "$dir/$name.sse" or die "fixture $name: $!";
+    local $/;
+    my $text = <$fh>;
+    close $fh;
+    my @ev = grep { /\S/ } split /(?<=\n\n)/, $text;
+    return @ev;
+}
+
+# waits until the peer closes (or max seconds), heartbeats every $beat s
+sub linger {
+    my ($c, $beat, $max, $out) = @_;
+    my $end = time + $max;
+    my $next = $beat ? time + $beat : $end;
+    while (time < $end) {
+        my $rin = '';
+        vec($rin, fileno($c), 1) = 1;
+        my $wait = ($next < $end ? $next : $end) - time;
+        $wait = 0 if $wait < 0;
+        if (select(my $rout = $rin, undef, undef, $wait)) {
+            my $x;
+            return unless sysread($c, $x, 1);
+        }
+        if ($beat && time >= $next) {
+            $out->(": ping\n\n") or return;
+            $next = time + $beat;
+        }
+    }
+}
+
+sub replay {
+    my ($self, $c, $o) = @_;
+
+    my $chunked = $o->{chunked} // 1;
+    my $gap = ($o->{gap} // 10) / 1000;
+    my $beat = ($o->{beat} // 200) / 1000;
+
+    my $head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        . "Cache-Control: no-cache\r\nX-Mock-Provider: $self->{name}\r\n"
+        . ($chunked ? "Transfer-Encoding: chunked\r\n"
+                    : "Connection: close\r\n") . "\r\n";
+    syswrite($c, $head) or return 0;
+
+    my $out = sub {
+        my ($data) = @_;
+        return syswrite($c, $chunked
+            ? sprintf("%x\r\n%s\r\n", length $data, $data) : $data);
+    };
+
+    if ($o->{heartbeats}) {
+        linger($c, $beat, 30, $out);
+        close $c;
+        return 0;
+    }
+
+    for (1 .. ($o->{beats} // 0)) {
+        $out->(": ping\n\n") or return 0;
+        sleep($beat);
+    }
+
+    my @ev = fixture_events($o->{fixture});
+    my $n = 0;
+
+    for my $ev (@ev) {
+        if (defined $o->{cut} && $n >= $o->{cut}) {
+            close $c;
+            return 0;
+        }
+        if (defined $o->{rst} && $n >= $o->{rst}) {
+            rst($c);
+            return 0;
+        }
+        if (defined $o->{half} && $n >= $o->{half}) {
+            $out->(substr($ev, 0, int(length($ev) / 2))) or return 0;
+            sleep(0.1);
+            rst($c);
+            return 0;
+        }
+        if (defined $o->{stall} && $n >= $o->{stall}) {
+            linger($c, $o->{beat} ? $beat : 0, 30, $out);
+            close $c;
+            return 0;
+        }
+        if ($o->{split} && length $ev > 2) {
+            my $half = int(length($ev) / 2);
+            $out->(substr($ev, 0, $half)) or return 0;
+            sleep(0.03);
+            $out->(substr($ev, $half)) or return 0;
+        } else {
+            $out->($ev) or return 0;
+        }
+        $n++;
+        sleep($gap) if $gap;
+    }
+
+    syswrite($c, "0\r\n\r\n") if $chunked;
+    close $c;
+    return 0;
 }
 
 1;

@@ -74,6 +74,7 @@ static void test_table(void);
 static void test_egress(void);
 static void test_validate(void);
 static void test_misc(void);
+static void test_decode(void);
 
 
 static or_class_conf_t  confs[C_COUNT];
@@ -342,6 +343,23 @@ static const case_t  cases[] = {
       R(AUTH_ERROR), S(MODEL), 21600000, NONE, 1, 0, 0, -1,
       "agentrouter-model-access-denied",
       "R-CLASS-1 exclude marker vetoes the restatement" },
+    { C_AGENTROUTER, TOK, 403, HS_NONE,
+      "{\"error\":{\"message\":\"\\u7528\\u6237\\u989d\\u5ea6"
+      "\\u4e0d\\u8db3\",\"type\":\"new_api_error\"}}",
+      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, NONE, 1, 0, 429, 60,
+      "agentrouter-user-quota-exhausted",
+      "issue 11: JSON-escaped 用户额度不足 is decoded and restated 429" },
+    { C_AGENTROUTER, TOK, 403, HS_NONE,
+      "{\"error\":{\"message\":\"\\u65e0\\u6743\\u8bbf\\u95ee"
+      "\\u6a21\\u578b gpt-5\"}}",
+      R(AUTH_ERROR), S(MODEL), 21600000, NONE, 1, 0, 0, -1,
+      "agentrouter-model-access-denied",
+      "issue 11: escaped 无权访问模型 is matched (model scope), not "
+      "restated" },
+    { C_GENERIC, TOK, 429, HS_NONE,
+      "{\"error\":{\"message\":\"\\u989d\\u5ea6\\u4e0d\\u8db3\"}}",
+      R(QUOTA_EXHAUSTED), S(NONE), 3600000, NONE, 1, 0, 0, -1, NULL,
+      "issue 11: an escaped quota text in a 429 is quota_exhausted" },
     { C_AGENTROUTER, TOK, 429, HS_NONE, "额度不足",
       R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, NONE, 1, 0, 0, -1,
       "agentrouter-user-quota-exhausted",
@@ -930,6 +948,69 @@ main(void)
     test_egress();
     test_validate();
     test_misc();
+    test_decode();
 
     return or_done();
+}
+
+
+/* issue 11: markers match the JSON-decoded text */
+
+static void
+test_decode(void)
+{
+    char             out[64];
+    size_t           n;
+    or_verdict_t     v;
+    or_response_t    resp;
+    or_oprule_t      rule;
+    or_class_conf_t  conf;
+
+    n = or_classify_unescape("a\\u00e9\\ud83d\\ude00\\u0022\\n", 27, out,
+                             sizeof(out));
+    out[n] = '\0';
+    or_is_str(out, "a\xc3\xa9\xf0\x9f\x98\x80\\u0022\\n",
+              "\\uXXXX and surrogate pairs decoded; quote and \\n kept");
+
+    n = or_classify_unescape("\\ud800x", 7, out, sizeof(out));
+    out[n] = '\0';
+    or_is_str(out, "\\ud800x", "a lone surrogate stays escaped");
+
+    n = or_classify_unescape("\\u7528\\u6237", 12, out, 4);
+    or_is_int(n, 3, "the output bound is kept (no partial character)");
+
+    or_ok(or_classify_quota_text("{\"message\":\"\\u989d\\u5ea6\\u4e0d"
+                                 "\\u8db3\"}", 38),
+          "escaped quota text is quota text");
+    or_ok(!or_classify_quota_text("{\"message\":\"busy\"}", 18),
+          "other text is not");
+
+    /* operator rules see the decoded text too */
+
+    memset(&rule, 0, sizeof(rule));
+    rule.id = "cn";
+    rule.match = "服务繁忙";
+    rule.match_len = strlen(rule.match);
+    rule.reason = OR_REASON_SERVER_ERROR;
+    rule.cooldown_ms = 5000;
+
+    memset(&conf, 0, sizeof(conf));
+    conf.oprules = &rule;
+    conf.noprules = 1;
+    conf.catchall.cooldown_ms = NONE;
+
+    memset(&resp, 0, sizeof(resp));
+    resp.status = 500;
+    resp.body = "{\"error\":\"\\u670d\\u52a1\\u7e41\\u5fd9\"}";
+    resp.body_len = strlen(resp.body);
+    resp.now_ms = NOW;
+
+    or_classify(&conf, &resp, &v);
+    or_is_str(v.rule_id, "cn", "an operator rule matches escaped text");
+    or_ok(!v.lockout_capped, "an operator rule's cooldown is exact");
+
+    or_classify_stream_stall(&v);
+    or_ok(v.reason == OR_REASON_STREAM_STALL && v.fall_over
+          && !v.counts_for_breaker && v.cooldown_ms == NONE,
+          "R-CD-8 a stream stall: falls over, no breaker, no cooldown");
 }

@@ -42,6 +42,9 @@ static const or_family_rule_t  families[] = {
 };
 
 
+static void test_capped(void);
+
+
 int
 main(void)
 {
@@ -55,6 +58,7 @@ main(void)
     test_decay();
     test_burst_and_hints();
     test_rejected_profile();
+    test_capped();
 
     return or_done();
 }
@@ -519,4 +523,37 @@ test_rejected_profile(void)
                   i + 1, (long long) waits[i]);
         t = lo.until;
     }
+}
+
+
+/* issue 11: a built-in rule's long cooldown is capped by the lockout max */
+
+static void
+test_capped(void)
+{
+    or_verdict_t         v;
+    or_lockout_t         lo;
+    or_lockout_conf_t    conf;
+    or_lockout_result_t  res;
+
+    or_lockout_conf_init(&conf);
+    or_lockout_conf_fill(&conf);       /* off: a rule's scope still locks */
+
+    memset(&lo, 0, sizeof(lo));
+    memset(&v, 0, sizeof(v));
+    v.reason = OR_REASON_AUTH_ERROR;
+    v.scope = OR_SCOPE_MODEL;
+    v.cooldown_ms = 6 * HOUR;
+    v.hint_ms = OR_MSEC_NONE;
+    v.lockout_capped = 1;
+
+    or_lockout_fail(&conf, &lo, &v, 403, OR_SCOPE_MODEL, T0, T0, &res);
+    or_is_int(lo.until, T0 + 30 * 60 * SEC,
+              "a built-in rule's 6 h is capped at the lockout max (30 min)");
+
+    memset(&lo, 0, sizeof(lo));
+    v.lockout_capped = 0;
+    or_lockout_fail(&conf, &lo, &v, 403, OR_SCOPE_MODEL, T0, T0, &res);
+    or_is_int(lo.until, T0 + 6 * HOUR,
+              "R-CLASS-4 an operator rule keeps its exact cooldown");
 }

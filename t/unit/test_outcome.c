@@ -83,9 +83,14 @@ static const writes_case_t  writes_cases[] = {
     { "404 not_found, lockout off: connection (the chain ignores it)",
       R(NOT_FOUND), S(NONE), 0, 404, OR_TRANSPORT_OK, LO_OFF, 0, 0, 0,
       W_CN, S(NONE), 1 },
-    { "rule scope model, lockout off: connection",
+    { "rule scope model, lockout off: still the model's lockout, never "
+      "the connection (issue 11)",
       R(QUOTA_EXHAUSTED), S(MODEL), 0, 429, OR_TRANSPORT_OK, LO_OFF, 0, 0,
-      0, W_CN, S(NONE), 1 },
+      0, W_LO, S(MODEL), 0 },
+    { "403 no access to the model (rule scope model), lockout off: the "
+      "model, not the connection",
+      R(AUTH_ERROR), S(MODEL), 0, 403, OR_TRANSPORT_OK, LO_OFF, 0, 0, 0,
+      W_LO, S(MODEL), 0 },
     { "no lockout settings: connection",
       R(SERVER_ERROR), S(NONE), 1, 503, OR_TRANSPORT_OK, LO_NULL, 0, 0, 0,
       W_CN | W_BR, S(NONE), 1 },

@@ -1,70 +1,601 @@
 /*
  * Copyright (C) ngx_omniroute authors
  *
- * R-REQ-5, R-STREAM-1: the first meaningful event of an SSE stream.
+ * R-STREAM-1, R-REQ-5: the incremental SSE scanner and the classifier of
+ * the providers' stream formats, over every fixture of
+ * t/fixtures/streams (split at every byte, with LF, CRLF and CR line
+ * ends), the error statuses, and the in-band error events.
  */
 
+
+#include <stdlib.h>
 
 #include "or_test.h"
 #include "or_sse.h"
 
 
-static or_sse_first_e
-first(const char *s, or_sse_error_t *err)
+#define FIXTURES  "t/fixtures/streams/"
+
+
+typedef struct {
+    const char   *file;
+    const char   *kinds;        /* one letter per event, see kind_letter */
+    or_sse_format_e  format;
+    int          first_content; /* index of the commit point, -1: none */
+    int          error_status;  /* 0: no error event */
+    size_t       text_bytes;
+} fixture_t;
+
+
+static const fixture_t  fixtures[] = {
+    { "anthropic-messages.sse", "MMHRrMMTTMLLLMMD", OR_SSE_FMT_ANTHROPIC,
+      3, 0, 25 },
+    { "anthropic-error-after-start.sse", "MMHE", OR_SSE_FMT_ANTHROPIC,
+      -1, 529, 0 },
+    { "openai-chat.sse", "MTTLLMMD", OR_SSE_FMT_CHAT, 1, 0, 11 },
+    { "openai-chat-error-after-role.sse", "ME", OR_SSE_FMT_CHAT, -1, 500,
+      0 },
+    { "openai-chat-reasoning.sse", "HMRHRTMD", OR_SSE_FMT_CHAT, 2, 0, 5 },
+    { "openai-chat-error-after-content.sse", "MTE", OR_SSE_FMT_CHAT, 1, 500,
+      5 },
+    { "openai-responses.sse", "MMMRMMMTTMD", OR_SSE_FMT_RESPONSES, 3, 0, 8 },
+    { "openai-responses-error-event.sse", "MME", OR_SSE_FMT_RESPONSES, -1,
+      429, 0 },
+    { "openai-responses-failed-after-created.sse", "MME",
+      OR_SSE_FMT_RESPONSES, -1, 500, 0 },
+};
+
+
+typedef struct {
+    char          kinds[256];
+    size_t        n;
+    int           first_content;
+    int           error_status;
+    size_t        text_bytes;
+    size_t        bytes;
+    or_sse_format_e  format;
+} result_t;
+
+
+static char
+kind_letter(const or_sse_event_t *ev)
 {
-    return or_sse_first_event(s, strlen(s), err);
+    switch (ev->kind) {
+    case OR_SSE_EV_HEARTBEAT:
+        return 'H';
+    case OR_SSE_EV_META:
+        return 'M';
+    case OR_SSE_EV_TEXT:
+        return 'T';
+    case OR_SSE_EV_REASONING:
+        return ev->content ? 'R' : 'r';
+    case OR_SSE_EV_TOOL:
+        return ev->content ? 'L' : 'l';
+    case OR_SSE_EV_OTHER:
+        return 'O';
+    case OR_SSE_EV_ERROR:
+        return 'E';
+    case OR_SSE_EV_DONE:
+        return 'D';
+    default:
+        return '?';
+    }
+}
+
+
+static void
+record(result_t *r, const or_sse_event_t *ev)
+{
+    if (r->n < sizeof(r->kinds) - 1) {
+        r->kinds[r->n] = kind_letter(ev);
+    }
+
+    if (ev->content && r->first_content < 0) {
+        r->first_content = (int) r->n;
+    }
+
+    if (ev->kind == OR_SSE_EV_ERROR && r->error_status == 0) {
+        r->error_status = ev->status;
+    }
+
+    r->text_bytes += ev->text_bytes;
+    r->bytes += ev->bytes;
+    r->n++;
+    r->kinds[r->n < sizeof(r->kinds) ? r->n : sizeof(r->kinds) - 1] = '\0';
+}
+
+
+/* scans buf in pieces of step bytes (0: whole) */
+
+static void
+scan(const char *buf, size_t len, size_t step, result_t *r)
+{
+    size_t          off, piece, n;
+    or_sse_t       *s;
+    or_sse_event_t  ev;
+
+    memset(r, 0, sizeof(result_t));
+    r->first_content = -1;
+
+    s = malloc(sizeof(or_sse_t));
+    or_sse_init(s);
+
+    off = 0;
+
+    while (off < len) {
+        piece = (step == 0 || len - off < step) ? len - off : step;
+
+        while (piece > 0) {
+            n = or_sse_feed(s, buf + off, piece, &ev);
+            off += n;
+            piece -= n;
+
+            if (ev.kind != OR_SSE_EV_NONE) {
+                record(r, &ev);
+            }
+        }
+    }
+
+    if (or_sse_end(s, &ev)) {
+        record(r, &ev);
+    }
+
+    r->bytes += or_sse_pending(s);
+    r->format = s->format;
+
+    free(s);
+}
+
+
+static char *
+read_file(const char *name, size_t *len)
+{
+    FILE   *f;
+    char   *buf, path[512];
+    long    n;
+
+    snprintf(path, sizeof(path), "%s%s", FIXTURES, name);
+
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        return NULL;
+    }
+
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+
+    buf = malloc(n + 1);
+    *len = fread(buf, 1, n, f);
+    buf[*len] = '\0';
+    fclose(f);
+
+    return buf;
+}
+
+
+/* the fixture with its LFs replaced by eol */
+
+static char *
+with_eol(const char *in, size_t len, const char *eol, size_t *out_len)
+{
+    char    *out, *o;
+    size_t   i, elen;
+
+    elen = strlen(eol);
+    out = malloc(len * elen + 1);
+    o = out;
+
+    for (i = 0; i < len; i++) {
+        if (in[i] == '\n') {
+            memcpy(o, eol, elen);
+            o += elen;
+
+        } else {
+            *o++ = in[i];
+        }
+    }
+
+    *o = '\0';
+    *out_len = o - out;
+
+    return out;
+}
+
+
+static void
+test_fixture(const fixture_t *fx)
+{
+    int         same;
+    char       *buf, *crlf, *cr;
+    size_t      len, clen, rlen, step;
+    result_t    whole, part;
+
+    buf = read_file(fx->file, &len);
+
+    or_ok(buf != NULL, "R-STREAM-1 fixture %s read", fx->file);
+
+    if (buf == NULL) {
+        return;
+    }
+
+    scan(buf, len, 0, &whole);
+
+    or_is_str(whole.kinds, fx->kinds, "R-STREAM-1 %s: the events", fx->file);
+    or_is_int(whole.format, fx->format, "R-STREAM-1 %s: format %s",
+              fx->file, or_sse_format_name(fx->format));
+    or_is_int(whole.first_content, fx->first_content,
+              "R-REQ-5 %s: the commit point", fx->file);
+    or_is_int(whole.error_status, fx->error_status,
+              "R-REQ-5 %s: the error event's status", fx->file);
+    or_is_int(whole.text_bytes, fx->text_bytes,
+              "R-STREAM-2 %s: text bytes", fx->file);
+    or_is_int(whole.bytes, len, "%s: every byte belongs to an event",
+              fx->file);
+
+    /* split at every size: the same events (incremental, R-STREAM-1) */
+
+    same = 1;
+
+    for (step = 1; step < len && same; step++) {
+        scan(buf, len, step, &part);
+
+        if (strcmp(part.kinds, whole.kinds) != 0
+            || part.text_bytes != whole.text_bytes
+            || part.error_status != whole.error_status
+            || part.bytes != len)
+        {
+            same = 0;
+            printf("# step %zu: %s\n", step, part.kinds);
+        }
+    }
+
+    or_ok(same, "R-STREAM-1 %s: the same events however it is split",
+          fx->file);
+
+    crlf = with_eol(buf, len, "\r\n", &clen);
+    cr = with_eol(buf, len, "\r", &rlen);
+
+    same = 1;
+
+    for (step = 1; step < clen && same; step++) {
+        scan(crlf, clen, step, &part);
+        same = (strcmp(part.kinds, whole.kinds) == 0 && part.bytes == clen);
+    }
+
+    or_ok(same, "R-STREAM-1 %s: CRLF line ends, split anywhere", fx->file);
+
+    scan(cr, rlen, 0, &part);
+    or_is_str(part.kinds, whole.kinds, "R-STREAM-1 %s: CR line ends",
+              fx->file);
+
+    scan(cr, rlen, 1, &part);
+    or_is_str(part.kinds, whole.kinds,
+              "R-STREAM-1 %s: CR line ends byte by byte", fx->file);
+
+    free(crlf);
+    free(cr);
+    free(buf);
+}
+
+
+static or_sse_kind_e
+one(const char *s, or_sse_event_t *ev)
+{
+    size_t           n, len;
+    or_sse_t        *sc;
+    static or_sse_t  scanner;      /* ev->data points into it */
+
+    sc = &scanner;
+    or_sse_init(sc);
+
+    len = strlen(s);
+    ev->kind = OR_SSE_EV_NONE;
+
+    while (len > 0) {
+        n = or_sse_feed(sc, s, len, ev);
+        s += n;
+        len -= n;
+
+        if (ev->kind != OR_SSE_EV_NONE && ev->kind != OR_SSE_EV_HEARTBEAT) {
+            break;
+        }
+    }
+
+    return ev->kind;
+}
+
+
+static void
+test_events(void)
+{
+    or_sse_event_t  ev;
+
+    /* the assertions of the first-event probe, on the scanner */
+
+    or_is_int(one("", &ev), OR_SSE_EV_NONE, "R-REQ-5 empty: need more");
+    or_is_int(one("data: {\"id\":1}", &ev), OR_SSE_EV_NONE,
+              "R-REQ-5 an event without its blank line: need more");
+    or_is_int(one("data: {\"id\":1}\n\n", &ev), OR_SSE_EV_OTHER,
+              "R-REQ-5 an event of no known shape");
+    or_ok(ev.content, "R-REQ-5 ... is content");
+    or_is_int(one(": keepalive\n\n: ping\n\ndata: {\"id\":1}\n\n", &ev),
+              OR_SSE_EV_OTHER, "R-STREAM-1 comments and heartbeats skipped");
+    or_is_int(one(": keepalive\n\n", &ev), OR_SSE_EV_HEARTBEAT,
+              "R-STREAM-1 only a heartbeat");
+    or_is_int(one("event: message_start\r\ndata: {\"type\":"
+                  "\"message_start\"}\r\n\r\n", &ev), OR_SSE_EV_META,
+              "R-STREAM-1 CRLF lines, Anthropic start: metadata");
+    or_ok(!ev.content, "R-REQ-5 message_start is not content");
+
+    or_is_int(one("data: {\"error\":{\"message\":\"quota\",\"type\":"
+                  "\"insufficient_quota\"}}\n\n", &ev),
+              OR_SSE_EV_ERROR, "R-REQ-5 OpenAI-style error event");
+    or_is_int(ev.status, 429, "R-REQ-5 insufficient_quota stands for 429");
+    or_ok(ev.data_len > 0 && ev.data[0] == '{',
+          "R-REQ-5 the error data is the JSON");
+
+    or_is_int(one("event: error\ndata: {\"type\":\"error\",\"error\":"
+                  "{\"type\":\"overloaded_error\",\"message\":"
+                  "\"Overloaded\"}}\n\n", &ev),
+              OR_SSE_EV_ERROR, "R-REQ-5 Anthropic error event");
+    or_is_int(ev.status, 529, "R-REQ-5 overloaded_error stands for 529");
+
+    or_is_int(one("data: {\"error\":{\"code\":503,\"message\":\"x\"}}\n\n",
+                  &ev), OR_SSE_EV_ERROR,
+              "R-REQ-5 error with a numeric code");
+    or_is_int(ev.status, 503, "R-REQ-5 the numeric code is the status");
+
+    or_is_int(one("data: {\"error\":\"boom\"}\n\n", &ev), OR_SSE_EV_ERROR,
+              "R-REQ-5 bare error string");
+    or_is_int(ev.status, 502, "R-REQ-5 unknown error type: 502");
+
+    or_is_int(one("data: {\"choices\":[{\"delta\":{\"content\":"
+                  "\"error\"}}]}\n\n", &ev), OR_SSE_EV_TEXT,
+              "R-REQ-5 the word error in content is content");
+    or_is_int(one("data: [DONE]\n\n", &ev), OR_SSE_EV_DONE,
+              "R-REQ-5 [DONE] is the terminal event, not an error");
+    or_is_int(one("data: x\r", &ev), OR_SSE_EV_NONE,
+              "R-REQ-5 a lone CR at the end: the line ended, not the event");
+
+    /* error shapes */
+
+    or_is_int(one("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\","
+                  "\"choices\":[],\"error\":null}\n\n", &ev),
+              OR_SSE_EV_META, "\"error\": null is no error");
+    or_is_int(one("data: {\"id\":\"x\",\"choices\":[{\"index\":0,"
+                  "\"delta\":{\"content\":\"\"},\"finish_reason\":\"error\"}],"
+                  "\"error\":{\"code\":429,\"message\":\"Rate limited\"}}\n\n",
+                  &ev), OR_SSE_EV_ERROR,
+              "an OpenRouter mid-stream error (error after choices)");
+    or_is_int(ev.status, 429, "its code is the status");
+    or_is_int(one("data: {\"error\":{\"message\":\"\\u7528\\u6237\\u989d"
+                  "\\u5ea6\\u4e0d\\u8db3\",\"type\":\"new_api_error\"}}\n\n",
+                  &ev), OR_SSE_EV_ERROR, "an escaped quota message");
+    or_is_int(ev.status, 429,
+              "issue 11: escaped quota text (用户额度不足) stands for 429");
+    or_is_int(one("data: {\"error\":{\"message\":\"用户额度不足\"}}\n\n", &ev),
+              OR_SSE_EV_ERROR, "raw quota text");
+    or_is_int(ev.status, 429,
+              "issue 11: quota text is a 429, never a 502 server error");
+    or_is_int(one("event: error\ndata: not json\n\n", &ev), OR_SSE_EV_ERROR,
+              "event: error with data that is not JSON");
+    or_is_int(one("event: response.failed\ndata: {\"type\":\"response.failed"
+                  "\",\"response\":{\"error\":{\"code\":\"rate_limit_exceeded"
+                  "\"}}}\n\n", &ev), OR_SSE_EV_ERROR, "response.failed");
+    or_is_int(ev.status, 429, "response.failed rate_limit_exceeded: 429");
+    or_is_int(one("data: {\"type\":\"error\",\"error\":{\"type\":"
+                  "\"rate_limit_error\",\"message\":\"x\"}}\n\n", &ev),
+              OR_SSE_EV_ERROR, "Anthropic error without an event name");
+    or_is_int(ev.status, 429, "rate_limit_error stands for 429");
+
+    /* content rules */
+
+    or_is_int(one("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\","
+                  "\"content\":\"\"}}]}\n\n", &ev), OR_SSE_EV_META,
+              "the role-only chunk is metadata");
+    or_is_int(one("data: {\"choices\":[{\"delta\":{\"reasoning\":\"hm\"}}]}"
+                  "\n\n", &ev), OR_SSE_EV_REASONING,
+              "OpenRouter reasoning delta");
+    or_ok(ev.content && ev.progress, "is content and progress");
+    or_is_int(one("data: {\"choices\":[{\"delta\":{\"refusal\":\"no\"}}]}"
+                  "\n\n", &ev), OR_SSE_EV_TEXT, "a refusal delta is text");
+    or_is_int(one("data: {\"choices\":[{\"delta\":{},\"finish_reason\":"
+                  "\"stop\"}]}\n\n", &ev), OR_SSE_EV_META,
+              "a finish_reason chunk is metadata");
+    or_ok(ev.finish, "... with finish set");
+    or_is_int(one("event: content_block_delta\ndata: {\"type\":"
+                  "\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+                  "\"thinking_delta\",\"thinking\":\"\"}}\n\n", &ev),
+              OR_SSE_EV_REASONING, "an empty thinking_delta");
+    or_ok(!ev.content && ev.progress,
+          "R-STREAM-3 is no content but restarts the stall budget");
+    or_is_int(one("event: content_block_delta\ndata: {\"type\":"
+                  "\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+                  "\"signature_delta\",\"signature\":\"\"}}\n\n", &ev),
+              OR_SSE_EV_META, "an empty signature is metadata");
+    or_ok(!ev.progress, "R-STREAM-3 an empty signature is no progress");
+    or_is_int(one("event: content_block_start\ndata: {\"type\":"
+                  "\"content_block_start\",\"index\":0,\"content_block\":"
+                  "{\"type\":\"text\",\"text\":\"\"}}\n\n", &ev),
+              OR_SSE_EV_META, "an empty text block start is metadata");
+    or_is_int(one("event: ping\ndata: {\"type\": \"ping\"}\n\n", &ev),
+              OR_SSE_EV_HEARTBEAT, "Anthropic ping is a heartbeat");
+    or_is_int(one("event: response.function_call_arguments.delta\ndata: "
+                  "{\"type\":\"response.function_call_arguments.delta\","
+                  "\"delta\":\"{\\\"a\"}\n\n", &ev), OR_SSE_EV_TOOL,
+              "Responses tool-call arguments");
+    or_ok(ev.content, "are content");
+    or_is_int(one("event: response.incomplete\ndata: {\"type\":"
+                  "\"response.incomplete\"}\n\n", &ev), OR_SSE_EV_DONE,
+              "response.incomplete is terminal");
+    or_is_int(one("data: hello\n\n", &ev), OR_SSE_EV_OTHER,
+              "data that is not JSON is content");
+    or_is_int(one("data: {\"choices\":[{\"delta\":{\"content\":\"h\\u00e9"
+                  "\\ud83d\\ude00\"}}]}\n\n", &ev), OR_SSE_EV_TEXT,
+              "escaped text");
+    or_is_int(ev.text_bytes, 7, "its UTF-8 bytes (1 + 2 + 4)");
+    or_is_int(one("data: {\"choices\":\n"
+                  "data: [{\"delta\":{\"content\":\"ab\"}}]}\n\n", &ev),
+              OR_SSE_EV_TEXT, "data lines are joined");
+    or_is_int(one("data\n\n", &ev), OR_SSE_EV_OTHER,
+              "a data field without a colon: empty data");
+    or_is_int(one("id: 7\nretry: 100\n\n", &ev), OR_SSE_EV_HEARTBEAT,
+              "an event without data is no event");
+}
+
+
+static void
+test_bound(void)
+{
+    char            *buf, *p;
+    size_t           n, len, total;
+    or_sse_t        *s;
+    or_sse_event_t   ev;
+
+    /* a text delta far longer than the kept data */
+
+    len = 100000;
+    buf = malloc(len + 200);
+    p = buf;
+    p += sprintf(p, "data: {\"choices\":[{\"delta\":{\"content\":\"");
+    memset(p, 'a', len);
+    p += len;
+    p += sprintf(p, "\"}}]}\n\n");
+
+    s = malloc(sizeof(or_sse_t));
+    or_sse_init(s);
+
+    total = p - buf;
+    n = or_sse_feed(s, buf, total, &ev);
+
+    or_is_int(n, total, "a long event is consumed whole");
+    or_is_int(ev.kind, OR_SSE_EV_TEXT, "a long text delta is text");
+    or_ok(ev.truncated && ev.data_len == OR_SSE_DATA_MAX,
+          "its data is kept up to the bound");
+    or_ok(ev.text_bytes >= len && ev.text_bytes <= len + 10,
+          "its text bytes count what was not kept (%zu)", ev.text_bytes);
+
+    /* a long error message still reads as an error */
+
+    p = buf;
+    p += sprintf(p, "data: {\"error\":{\"type\":\"overloaded_error\","
+                    "\"message\":\"");
+    memset(p, 'x', 10000);
+    p += 10000;
+    p += sprintf(p, "\"}}\n\n");
+
+    or_sse_init(s);
+    n = or_sse_feed(s, buf, p - buf, &ev);
+    or_is_int(ev.kind, OR_SSE_EV_ERROR, "a long error event is an error");
+    or_is_int(ev.status, 529, "with its status");
+
+    free(s);
+    free(buf);
+}
+
+
+static void
+test_error_events(void)
+{
+    int              i;
+    char             buf[OR_SSE_ERROR_EVENT_MAX], msg[128];
+    char             nasty[600];
+    size_t           n;
+    or_sse_event_t   ev;
+    or_sse_t        *s;
+    static const or_sse_format_e  fmts[] = {
+        OR_SSE_FMT_CHAT, OR_SSE_FMT_RESPONSES, OR_SSE_FMT_ANTHROPIC
+    };
+
+    n = or_sse_error_event(buf, sizeof(buf), OR_SSE_FMT_CHAT, 429,
+                           "quota_exhausted", "over \"quota\"", 12, 60);
+    buf[n] = '\0';
+    or_is_str(buf, "data: {\"error\":{\"message\":\"over \\\"quota\\\"\","
+              "\"type\":\"rate_limit_error\",\"code\":\"quota_exhausted\","
+              "\"status\":429,\"retry_after\":60}}\n\n",
+              "the Chat in-band error event");
+
+    n = or_sse_error_event(buf, sizeof(buf), OR_SSE_FMT_ANTHROPIC, 529,
+                           "server_error", "Overloaded", 10, -1);
+    buf[n] = '\0';
+    or_is_str(buf, "event: error\ndata: {\"type\":\"error\",\"error\":"
+              "{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"},"
+              "\"status\":529}\n\n", "the Anthropic in-band error event");
+
+    n = or_sse_error_event(buf, sizeof(buf), OR_SSE_FMT_RESPONSES, 502,
+                           "stream_truncated", "cut", 3, -1);
+    buf[n] = '\0';
+    or_is_str(buf, "event: error\ndata: {\"type\":\"error\",\"code\":"
+              "\"stream_truncated\",\"message\":\"cut\",\"param\":null,"
+              "\"status\":502,\"error\":{\"type\":\"server_error\","
+              "\"code\":\"stream_truncated\",\"message\":\"cut\"}}\n\n",
+              "the Responses in-band error event");
+
+    /* every format's event scans back as an error of its status */
+
+    memset(nasty, 'q', sizeof(nasty));
+    nasty[3] = '"';
+    nasty[4] = '\n';
+    nasty[5] = '\\';
+
+    s = malloc(sizeof(or_sse_t));
+
+    for (i = 0; i < 3; i++) {
+        n = or_sse_error_event(buf, sizeof(buf), fmts[i], 503, "x", nasty,
+                               sizeof(nasty), 5);
+        or_ok(n < sizeof(buf) && buf[n - 1] == '\n' && buf[n - 2] == '\n',
+              "%s: a long message fits, the event ends with a blank line",
+              or_sse_format_name(fmts[i]));
+
+        or_sse_init(s);
+        (void) or_sse_feed(s, buf, n, &ev);
+        or_is_int(ev.kind, OR_SSE_EV_ERROR, "%s: it reads as an error",
+                  or_sse_format_name(fmts[i]));
+        or_is_int(ev.status, 503, "%s: of its status",
+                  or_sse_format_name(fmts[i]));
+    }
+
+    free(s);
+
+    n = or_sse_error_message("{\"error\":{\"message\":\"\\u7528\\u6237 ok\"}}",
+                             43, msg, sizeof(msg));
+    or_is_str(msg, "用户 ok", "the error message, decoded");
+    n = or_sse_error_message("{\"type\":\"error\",\"code\":\"x\",\"message\":"
+                             "\"Rate limit\"}", 48, msg, sizeof(msg));
+    or_is_str(msg, "Rate limit", "a Responses error message");
+    n = or_sse_error_message("{\"response\":{\"error\":{\"code\":\"s\","
+                             "\"message\":\"failed\"}}}", 51, msg,
+                             sizeof(msg));
+    or_is_str(msg, "failed", "a response.failed message");
+    n = or_sse_error_message("{\"error\":\"boom\"}", 16, msg, sizeof(msg));
+    or_is_str(msg, "boom", "an error string");
+    n = or_sse_error_message("{\"error\":{\"message\":\"\xe7\x94\xa8\xe6\x88"
+                             "\xb7\"}}", 26, msg, 6);
+    or_is_str(msg, "\xe7\x94\xa8", "cut on a UTF-8 boundary");
+    (void) n;
+
+    or_is_int(or_sse_format_of_path("/v1/chat/completions", 20),
+              OR_SSE_FMT_CHAT, "chat path");
+    or_is_int(or_sse_format_of_path("/v1/messages?beta=true", 22),
+              OR_SSE_FMT_ANTHROPIC, "messages path");
+    or_is_int(or_sse_format_of_path("/v1/responses/", 14),
+              OR_SSE_FMT_RESPONSES, "responses path");
 }
 
 
 int
 main(void)
 {
-    or_sse_error_t  err;
+    size_t  i;
 
-    memset(&err, 0, sizeof(err));
+    for (i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
+        test_fixture(&fixtures[i]);
+    }
 
-    or_is_int(first("", &err), OR_SSE_MORE, "R-REQ-5 empty: need more");
-    or_is_int(first("data: {\"id\":1}", &err), OR_SSE_MORE,
-              "R-REQ-5 an event without its blank line: need more");
-    or_is_int(first("data: {\"id\":1}\n\n", &err), OR_SSE_CONTENT,
-              "R-REQ-5 a content event");
-    or_is_int(first(": keepalive\n\n: ping\n\ndata: {\"id\":1}\n\n", &err),
-              OR_SSE_CONTENT, "R-STREAM-1 comments and heartbeats skipped");
-    or_is_int(first(": keepalive\n\n", &err), OR_SSE_MORE,
-              "R-STREAM-1 only a heartbeat: need more");
-    or_is_int(first("event: message_start\r\ndata: {\"type\":"
-                    "\"message_start\"}\r\n\r\n", &err),
-              OR_SSE_CONTENT, "R-STREAM-1 CRLF lines, Anthropic start");
-
-    or_is_int(first("data: {\"error\":{\"message\":\"quota\",\"type\":"
-                    "\"insufficient_quota\"}}\n\n", &err),
-              OR_SSE_ERROR, "R-REQ-5 OpenAI-style error event");
-    or_is_int(err.status, 429, "R-REQ-5 insufficient_quota stands for 429");
-    or_ok(err.data_len > 0 && err.data[0] == '{',
-          "R-REQ-5 the error data is the JSON");
-
-    or_is_int(first("event: error\ndata: {\"type\":\"error\",\"error\":"
-                    "{\"type\":\"overloaded_error\",\"message\":"
-                    "\"Overloaded\"}}\n\n", &err),
-              OR_SSE_ERROR, "R-REQ-5 Anthropic error event");
-    or_is_int(err.status, 529, "R-REQ-5 overloaded_error stands for 529");
-
-    or_is_int(first("data: {\"error\":{\"code\":503,\"message\":\"x\"}}\n\n",
-                    &err),
-              OR_SSE_ERROR, "R-REQ-5 error with a numeric code");
-    or_is_int(err.status, 503, "R-REQ-5 the numeric code is the status");
-
-    or_is_int(first("data: {\"error\":\"boom\"}\n\n", &err), OR_SSE_ERROR,
-              "R-REQ-5 bare error string");
-    or_is_int(err.status, 502, "R-REQ-5 unknown error type: 502");
-
-    or_is_int(first("data: {\"choices\":[{\"delta\":{\"content\":"
-                    "\"error\"}}]}\n\n", &err),
-              OR_SSE_CONTENT, "R-REQ-5 the word error in content is content");
-    or_is_int(first("data: [DONE]\n\n", &err), OR_SSE_CONTENT,
-              "R-REQ-5 [DONE] is not an error");
-    or_is_int(first("data: x\r", &err), OR_SSE_MORE,
-              "R-REQ-5 a lone CR at the end: need more");
+    test_events();
+    test_bound();
+    test_error_events();
 
     return or_done();
 }

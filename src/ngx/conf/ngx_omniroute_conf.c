@@ -190,6 +190,7 @@ ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     or_breaker_conf_init(&p->settings.breaker);
     or_cooldown_conf_init(&p->settings.cooldown);
     or_lockout_conf_init(&p->settings.lockout);
+    or_stream_conf_init(&p->settings.stream);
     p->auth = NGX_OMNIROUTE_AUTH_BEARER;
     ngx_str_set(&p->auth_header, "Authorization");
 

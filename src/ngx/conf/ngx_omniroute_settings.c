@@ -171,6 +171,29 @@ ngx_omniroute_setting_desc_t  ngx_omniroute_provider_settings[] = {
       ngx_omniroute_sfield(lockout, window_ms),
       NGX_OMNIROUTE_SF_MSEC, 0, OR_LOCKOUT_MAX_MS, NULL, NULL },
 
+    /* 28 .. 34: the watch over streams (R-STREAM-2, R-STREAM-3) */
+    { "stream", "throughput_watchdog", "stream_watchdog", NULL, 1,
+      ngx_omniroute_sfield(stream, watchdog),
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
+    { "stream", "stall_timeout_ms", "stream_stall", NULL, 1,
+      ngx_omniroute_sfield(stream, stall_ms),
+      NGX_OMNIROUTE_SF_MSEC, 0, OR_WATCH_MAX_MS, NULL, NULL },
+    { "stream", "watchdog_warmup_ms", "stream_warmup", NULL, 1,
+      ngx_omniroute_sfield(stream, warmup_ms),
+      NGX_OMNIROUTE_SF_MSEC, 0, OR_WATCH_MAX_MS, NULL, NULL },
+    { "stream", "watchdog_window_ms", "stream_window", NULL, 1,
+      ngx_omniroute_sfield(stream, window_ms),
+      NGX_OMNIROUTE_SF_MSEC, 1000, OR_WATCH_MAX_MS, NULL, NULL },
+    { "stream", "watchdog_min_rate", "stream_min_rate", NULL, 1,
+      ngx_omniroute_sfield(stream, min_rate),
+      NGX_OMNIROUTE_SF_INT, 0, 1000000, NULL, NULL },
+    { "stream", "watchdog_min_bytes", "stream_min_bytes", NULL, 1,
+      ngx_omniroute_sfield(stream, min_bytes),
+      NGX_OMNIROUTE_SF_INT, 0, 100000000, NULL, NULL },
+    { "stream", "first_content_timeout_ms", "stream_first_content", NULL, 1,
+      ngx_omniroute_sfield(stream, first_content_ms),
+      NGX_OMNIROUTE_SF_MSEC_OPT, 1, OR_WATCH_MAX_MS, NULL, NULL },
+
     { NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL }
 };
 
@@ -268,6 +291,7 @@ ngx_omniroute_settings_fill(or_kind_e kind, ngx_omniroute_settings_t *s)
     or_breaker_conf_fill(&s->breaker, kind);
     or_cooldown_conf_fill(&s->cooldown, kind);
     or_lockout_conf_fill(&s->lockout);
+    or_stream_conf_fill(&s->stream);
 
     err = or_breaker_conf_check(&s->breaker);
     if (err == NULL) {
@@ -276,6 +300,10 @@ ngx_omniroute_settings_fill(or_kind_e kind, ngx_omniroute_settings_t *s)
 
     if (err == NULL) {
         err = or_lockout_conf_check(&s->lockout);
+    }
+
+    if (err == NULL) {
+        err = or_stream_conf_check(&s->stream);
     }
 
     return err;
@@ -599,6 +627,14 @@ ngx_omniroute_settings_parse(ngx_omniroute_setting_desc_t *d, void *base,
 
     case NGX_OMNIROUTE_SF_MSEC:
     case NGX_OMNIROUTE_SF_MSEC_OPT:
+        if (d->type == NGX_OMNIROUTE_SF_MSEC_OPT
+            && text->len == 3 && ngx_strncmp(text->data, "off", 3) == 0)
+        {
+            /* none */
+            ngx_omniroute_settings_set(base, d, 0);
+            return NULL;
+        }
+
         ms = ngx_parse_time(text, 0);
 
         if (ms == (ngx_msec_int_t) NGX_ERROR) {

@@ -37,6 +37,7 @@
 #include "or_cooldown.h"
 #include "or_lockout.h"
 #include "or_classify.h"
+#include "or_stream.h"
 
 
 #define NGX_OMNIROUTE_SETTINGS_MAX      48      /* fields per table */
@@ -61,6 +62,7 @@ typedef struct {
     or_breaker_conf_t             breaker;
     or_cooldown_conf_t            cooldown;
     or_lockout_conf_t             lockout;
+    or_stream_conf_t              stream;       /* R-STREAM-2/3 watch */
     uint64_t                      conf_set;     /* fields set in nginx.conf */
     uint64_t                      env_set;      /* fields from environment */
     ngx_str_t                     conf_file;    /* the directive that set */

@@ -5,8 +5,10 @@
  * Header and body filters that see each attempt's response (a subrequest
  * of the client request).  An error response that may fall over is held:
  * its header is not sent and its body is collected (bounded) instead of
- * being written.  Any other response is committed: its status and headers
- * become the client's and its body streams through untouched.
+ * being written.  A 200 event stream is scanned (ngx_omniroute_stream.c):
+ * held until its first content event while another attempt is possible,
+ * then passed on event by event.  Any other response is committed: its
+ * status and headers become the client's and its body passes untouched.
  */
 
 
@@ -15,23 +17,18 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_request.h"
-#include "or_sse.h"
 #include "or_outcome.h"
 
 
 static ngx_int_t ngx_omniroute_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_omniroute_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
-static ngx_int_t ngx_omniroute_commit(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_error_page_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 static ngx_omniroute_attempt_t *ngx_omniroute_attempt_of(
     ngx_http_request_t *r, ngx_omniroute_ctx_t **pctx);
-static ngx_uint_t ngx_omniroute_collect(ngx_omniroute_attempt_t *a,
+static void ngx_omniroute_collect(ngx_omniroute_attempt_t *a,
     ngx_chain_t *in);
-static ngx_int_t ngx_omniroute_probe(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, ngx_chain_t *in);
 
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
@@ -46,6 +43,9 @@ ngx_omniroute_filter_init(ngx_conf_t *cf)
 
     ngx_http_next_body_filter = ngx_http_top_body_filter;
     ngx_http_top_body_filter = ngx_omniroute_body_filter;
+
+    ngx_omniroute_stream_filters(ngx_http_next_header_filter,
+                                 ngx_http_next_body_filter);
 
     return NGX_OK;
 }
@@ -108,10 +108,11 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
     ngx_omniroute_stats_header(r, a);
 
     ct = &r->headers_out.content_type;
-    stream = or_hold_is_event_stream((const char *) ct->data, ct->len);
+    stream = or_hold_is_event_stream((const char *) ct->data, ct->len)
+             && a->status < 300;
 
     /* may another attempt follow?  asked only when it decides */
-    probe = ctx->lcf->stream_probe && stream && a->status < 400
+    probe = ctx->lcf->stream_probe && stream
             && ngx_omniroute_may_continue(ctx);
 
     hold = or_hold_decide((int) a->status, stream, ctx->lcf->stream_probe,
@@ -146,62 +147,28 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
     case OR_HOLD_PROBE:
         /*
          * A 200 stream that may still fall over is held until its first
-         * meaningful event (R-REQ-5): an error event there falls over.
+         * content event (R-REQ-5): an error event, an end without
+         * content or a transport failure before it falls over.
          */
 
         a->state = NGX_OMNIROUTE_ATTEMPT_PROBING;
 
-        a->body = ngx_create_temp_buf(r->pool, ctx->lcf->error_body_max);
-        if (a->body == NULL) {
+        return ngx_omniroute_stream_header(r, ctx, a);
+
+    default:
+        if (stream && ngx_omniroute_stream_header(r, ctx, a) != NGX_OK) {
             return NGX_ERROR;
         }
 
-        r->filter_need_in_memory = 1;
-
-        return NGX_OK;
-
-    default:
-        return ngx_omniroute_commit(r, ctx);
+        return ngx_omniroute_commit(r, ctx, a);
     }
-}
-
-
-static ngx_int_t
-ngx_omniroute_commit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
-{
-    ngx_int_t                 rc;
-    ngx_http_request_t       *mr;
-    ngx_omniroute_attempt_t  *a;
-
-    mr = r->main;
-    a = ctx->current;
-
-    a->state = NGX_OMNIROUTE_ATTEMPT_COMMITTED;
-
-    ngx_omniroute_record_success(mr, a);
-    ngx_omniroute_stats_commit(mr, r, a);
-    ngx_omniroute_affinity_record(mr, ctx, a);
-    ngx_omniroute_count(mr, NGX_OMNIROUTE_OUT_SUCCESS);
-
-    if (ngx_omniroute_copy_response_headers(mr, r) != NGX_OK
-        || ngx_omniroute_add_route_headers(mr, ctx) != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
-    rc = ngx_http_send_header(mr);
-
-    if (rc == NGX_ERROR || rc > NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    return ngx_http_next_header_filter(r);
 }
 
 
 static ngx_int_t
 ngx_omniroute_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
+    ngx_chain_t              *cl;
     ngx_omniroute_ctx_t      *ctx;
     ngx_omniroute_attempt_t  *a;
 
@@ -218,31 +185,45 @@ ngx_omniroute_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     switch (a->state) {
 
     case NGX_OMNIROUTE_ATTEMPT_HELD:
-        (void) ngx_omniroute_collect(a, in);
+        ngx_omniroute_collect(a, in);
         return NGX_OK;
 
     case NGX_OMNIROUTE_ATTEMPT_PROBING:
-        return ngx_omniroute_probe(r, ctx, a, in);
+        return ngx_omniroute_stream_body(r, ctx, a, in);
+
+    case NGX_OMNIROUTE_ATTEMPT_COMMITTED:
+        if (a->stream) {
+            return ngx_omniroute_stream_body(r, ctx, a, in);
+        }
+
+        /* what passed, to tell a cut response (Content-Length) */
+
+        for (cl = in; cl; cl = cl->next) {
+            if (!ngx_buf_special(cl->buf)) {
+                a->sent += ngx_buf_size(cl->buf);
+            }
+        }
+
+        ngx_omniroute_stats_body(r, in);
+
+        return ngx_http_next_body_filter(r, in);
 
     default:
-        ngx_omniroute_stats_body(r, in);
         return ngx_http_next_body_filter(r, in);
     }
 }
 
 
-/* copy the chain into a->body (bounded) and consume it; 1: last seen */
+/* copy the chain into a->body (bounded) and consume it */
 
-static ngx_uint_t
+static void
 ngx_omniroute_collect(ngx_omniroute_attempt_t *a, ngx_chain_t *in)
 {
     size_t        n;
     ngx_buf_t    *b, *body;
-    ngx_uint_t    last;
     ngx_chain_t  *cl;
 
     body = a->body;
-    last = 0;
 
     for (cl = in; cl; cl = cl->next) {
         b = cl->buf;
@@ -263,96 +244,7 @@ ngx_omniroute_collect(ngx_omniroute_attempt_t *a, ngx_chain_t *in)
         if (b->in_file) {
             b->file_pos = b->file_last;
         }
-
-        if (b->last_buf || b->last_in_chain) {
-            last = 1;
-        }
     }
-
-    return last;
-}
-
-
-/*
- * A 200 stream before its first meaningful event: an error event turns
- * the attempt into a held failure; anything else commits it, the bytes
- * read so far first.
- */
-
-static ngx_int_t
-ngx_omniroute_probe(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_attempt_t *a, ngx_chain_t *in)
-{
-    off_t            size;
-    ngx_buf_t       *b;
-    ngx_uint_t       last;
-    ngx_chain_t      out, *cl;
-    or_sse_error_t   err;
-    or_sse_first_e   first;
-
-    size = 0;
-
-    for (cl = in; cl; cl = cl->next) {
-        size += ngx_buf_size(cl->buf);
-    }
-
-    if (size > a->body->end - a->body->last) {
-        /* no event within the bound: commit, held bytes first */
-        first = OR_SSE_CONTENT;
-        last = 0;
-        goto commit;
-    }
-
-    last = ngx_omniroute_collect(a, in);
-    in = NULL;
-
-    first = or_sse_first_event((const char *) a->body->pos,
-                               a->body->last - a->body->pos, &err);
-
-    if (first == OR_SSE_ERROR) {
-        a->state = NGX_OMNIROUTE_ATTEMPT_HELD;
-        a->status = err.status;
-        a->event.data = (u_char *) err.data;
-        a->event.len = err.data_len;
-        ctx->last_held = a;
-        r->header_sent = 1;
-
-        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "omniroute: error event in a 200 stream (%d)",
-                       err.status);
-        return NGX_OK;
-    }
-
-    if (first == OR_SSE_MORE && !last) {
-        return NGX_OK;
-    }
-
-    ngx_omniroute_stats_first_content(r, a);
-
-commit:
-
-    if (ngx_omniroute_commit(r, ctx) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    if (a->body->last == a->body->pos) {
-        return (in == NULL) ? NGX_OK : ngx_http_next_body_filter(r, in);
-    }
-
-    b = ngx_calloc_buf(r->pool);
-    if (b == NULL) {
-        return NGX_ERROR;
-    }
-
-    b->pos = a->body->pos;
-    b->last = a->body->last;
-    b->memory = 1;
-    b->flush = 1;
-
-    out.buf = b;
-    out.next = in;
-
-    return ngx_http_next_body_filter(r, &out);
 }
 
 

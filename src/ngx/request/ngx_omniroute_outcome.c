@@ -15,6 +15,7 @@
 
 #include "ngx_omniroute_request.h"
 #include "or_outcome.h"
+#include "or_classify.h"
 
 
 #define NGX_OMNIROUTE_HEADERS_MAX      64
@@ -100,7 +101,14 @@ ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a)
         cc = a->cand->provider->class_conf;
     }
 
-    if (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT) {
+    if (a->stall) {
+        /* stopped by the watch (R-STREAM-2/3, R-CD-8) */
+        or_classify_stream_stall(&a->verdict);
+        return;
+    }
+
+    if (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT || a->cut) {
+        /* no response, or a stream cut after its commit point */
         resp.transport = a->transport;
         or_classify(&cc, &resp, &a->verdict);
         return;
@@ -176,7 +184,8 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
     o.settings = cand->settings;
     o.verdict = &a->verdict;
     o.status = or_outcome_status(&a->verdict,
-                                 (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT)
+                                 (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT
+                                  || a->cut || a->stall)
                                  ? 0 : (int) a->status, a->transport);
     o.start = a->start;
     o.now = ngx_omniroute_now();

@@ -261,9 +261,14 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
             view.conn = &cs;
         }
 
-        if (view.lockout_enabled
-            && !ngx_omniroute_store_empty(st, NGX_OMNIROUTE_T_LOCKOUT))
-        {
+        /*
+         * A lockout that exists is in force until it expires, whether or
+         * not the opt-in lockout is on: "enabled" decides which failures
+         * lock a model; a rule's model scope locks one even when it is off
+         * (or_outcome_writes()).
+         */
+
+        if (!ngx_omniroute_store_empty(st, NGX_OMNIROUTE_T_LOCKOUT)) {
             for (i = 0; i < NGX_OMNIROUTE_LOCKOUT_SCOPES; i++) {
                 if (route->lockout_key[i].len
                     && ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_LOCKOUT,
@@ -273,6 +278,7 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
                        == NGX_OK)
                 {
                     view.lockout[i] = &lockout[i];
+                    view.lockout_enabled = 1;
                 }
             }
         }

@@ -127,6 +127,10 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     rc = ngx_omniroute_affinity_key(r, ctx);
 
     if (rc == NGX_OK) {
+        rc = ngx_omniroute_stream_init(r, ctx);
+    }
+
+    if (rc == NGX_OK) {
         rc = ngx_omniroute_plan_eligible(r, ctx);
     }
 
@@ -367,7 +371,14 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         return NGX_ERROR;
     }
 
-    return ngx_omniroute_attempt_headers(r, sr, cand);
+    if (ngx_omniroute_attempt_headers(r, sr, cand) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    /* the watch over its stream (first-content deadline, stall, rate) */
+    ngx_omniroute_stream_attempt(r, ctx, a);
+
+    return NGX_OK;
 }
 
 
@@ -509,12 +520,14 @@ ngx_omniroute_attempt_done(ngx_http_request_t *sr, void *data, ngx_int_t rc)
 
     a->done = 1;
 
+    /* the slot and the watch, exactly once per attempt (R-STREAM-4) */
     ngx_omniroute_release_slot(a);
     ngx_omniroute_stats_attempt_end(sr, a);
+    ngx_omniroute_stream_done(ctx, a, rc);
 
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
-                   "omniroute attempt done: rc:%i state:%d status:%ui",
-                   rc, a->state, a->status);
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
+                   "omniroute attempt done: rc:%i state:%d status:%ui "
+                   "upstream:%i", rc, a->state, a->status, a->upstream_rc);
 
     if (sr->connection->error) {
         return rc;
@@ -523,22 +536,37 @@ ngx_omniroute_attempt_done(ngx_http_request_t *sr, void *data, ngx_int_t rc)
     switch (a->state) {
 
     case NGX_OMNIROUTE_ATTEMPT_COMMITTED:
-        return rc;
+        /* how it ended decides the client's end (the parent handler) */
+
+        if (!a->rc_seen && rc != NGX_OK && rc != NGX_AGAIN) {
+            a->upstream_rc = rc;
+            a->rc_seen = 1;
+        }
+
+        return NGX_OK;
 
     case NGX_OMNIROUTE_ATTEMPT_HELD:
         return NGX_OK;
 
     default:
-        /* no response header: connect error, reset or timeout */
+        /*
+         * No response header (connect error, reset or timeout), or a
+         * held stream that ended before its first content (reset, read
+         * timeout, stopped by the watch).
+         */
+
         a->state = NGX_OMNIROUTE_ATTEMPT_TRANSPORT;
 
-        if (rc == NGX_HTTP_GATEWAY_TIME_OUT) {
+        if (a->stall || rc == NGX_HTTP_GATEWAY_TIME_OUT
+            || (a->rc_seen && a->upstream_rc == NGX_HTTP_GATEWAY_TIME_OUT))
+        {
             a->status = NGX_HTTP_GATEWAY_TIME_OUT;
             a->transport = OR_TRANSPORT_TIMEOUT;
 
         } else {
             a->status = NGX_HTTP_BAD_GATEWAY;
-            a->transport = OR_TRANSPORT_CONNECT_ERROR;
+            a->transport = a->header_seen ? OR_TRANSPORT_RESET
+                                          : OR_TRANSPORT_CONNECT_ERROR;
         }
 
         return NGX_OK;
@@ -564,8 +592,9 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
     a = ctx->current;
 
     if (a->state == NGX_OMNIROUTE_ATTEMPT_COMMITTED) {
+        /* recorded when it ends: a success, or a cut (R-STREAM-4) */
         ctx->current = NULL;
-        rc = ngx_http_send_special(r, NGX_HTTP_LAST);
+        rc = ngx_omniroute_stream_end(r, ctx, a);
         ngx_http_finalize_request(r, rc);
         return;
     }
@@ -589,7 +618,9 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
         }
 
         if (rc == NGX_ERROR) {
-            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            ngx_http_finalize_request(r, r->header_sent
+                                         ? NGX_ERROR
+                                         : NGX_HTTP_INTERNAL_SERVER_ERROR);
             return;
         }
 
@@ -603,7 +634,17 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
                    "omniroute: no further attempt, %s to the client",
                    ctx->last_held ? "the held error" : "a transport error");
 
-    if (ctx->last_held) {
+    if (ctx->early) {
+        /* the client's stream started already: an in-band error event */
+
+        ngx_omniroute_count(r, ctx->last_held
+                               ? NGX_OMNIROUTE_OUT_PROVIDER_ERROR
+                               : NGX_OMNIROUTE_OUT_UNREACHABLE);
+        rc = ngx_omniroute_stream_fail(r, ctx,
+                                       (ctx->last_held && !a->stall)
+                                       ? ctx->last_held : a);
+
+    } else if (ctx->last_held) {
         ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
         rc = ngx_omniroute_send_held(r, ctx, ctx->last_held);
 

@@ -19,6 +19,8 @@
 #include "ngx_omniroute.h"
 #include "ngx_omniroute_keys.h"
 #include "or_json.h"
+#include "or_sse.h"
+#include "or_stream.h"
 #include "or_lease.h"
 
 
@@ -83,6 +85,10 @@ typedef enum {
 } ngx_omniroute_attempt_state_e;
 
 
+typedef void (*ngx_omniroute_finalize_pt)(ngx_http_request_t *r,
+    ngx_int_t rc);
+
+
 typedef struct {
     ngx_http_request_t           *sr;
     ngx_omniroute_candidate_t    *cand;
@@ -99,6 +105,30 @@ typedef struct {
     ngx_uint_t                    done;
     ngx_atomic_t                 *inflight;     /* counted while running */
     or_msec_t                     end;          /* when it was over */
+
+    /* a streamed response (see ngx_omniroute_stream.c) */
+    size_t                        boundary;     /* held bytes that are
+                                                   complete events */
+    off_t                         sent;         /* body bytes passed (not
+                                                   a stream) */
+    ngx_int_t                     upstream_rc;  /* the upstream module's
+                                                   final rc */
+    ngx_omniroute_finalize_pt     upstream_finalize;
+    or_watch_e                    watch;        /* why the watch stopped
+                                                   it */
+    unsigned                      stream:1;     /* an event stream, scanned */
+    unsigned                      terminal:1;   /* its terminal event passed */
+    unsigned                      error_event:1;    /* an error event passed
+                                                       after the commit */
+    unsigned                      partial:1;    /* part of an event passed
+                                                   (one event over the
+                                                   bound) */
+    unsigned                      cut:1;        /* ended incomplete after
+                                                   the commit */
+    unsigned                      stall:1;      /* stopped by the watch */
+    unsigned                      rc_seen:1;
+    unsigned                      stop:1;       /* its upstream is to end
+                                                   now (an error event) */
 } ngx_omniroute_attempt_t;
 
 
@@ -141,6 +171,23 @@ typedef struct {
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
     ngx_omniroute_stats_req_t    *stats;        /* stats.c */
+
+    /* streams: the watch, keep-alives, the client's format */
+    or_sse_t                     *sse;          /* current attempt's */
+    ngx_chain_t                  *free;         /* our output buffers */
+    ngx_chain_t                  *busy;
+    or_watch_t                    watch;        /* current attempt's */
+    or_stream_conf_t              stream_conf;  /* in force for it */
+    ngx_event_t                   stream_timer;
+    or_msec_t                     start;        /* the request's */
+    or_msec_t                     keepalive_at; /* next keep-alive due */
+    or_sse_format_e               client_format;
+    unsigned                      client_stream:1;  /* "stream": true */
+    unsigned                      early:1;      /* the client's 200 header
+                                                   went out before any
+                                                   content */
+    unsigned                      watchdog:1;   /* the global switch */
+    unsigned                      globals:1;    /* read */
     ngx_omniroute_auth_t         *auth;         /* client key (auth.c) */
 } ngx_omniroute_ctx_t;
 
@@ -160,6 +207,26 @@ ngx_int_t ngx_omniroute_models_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_models_handler(ngx_http_request_t *r);
 ngx_int_t ngx_omniroute_post_handler(ngx_http_request_t *r);
 
+/* stream.c: streamed responses: commit point, keep-alives, the watch,
+ * in-band errors, the end of a stream */
+void ngx_omniroute_stream_filters(ngx_http_output_header_filter_pt header,
+    ngx_http_output_body_filter_pt body);
+ngx_int_t ngx_omniroute_stream_init(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_stream_attempt(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_stream_header(ngx_http_request_t *sr,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_stream_body(ngx_http_request_t *sr,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, ngx_chain_t *in);
+ngx_int_t ngx_omniroute_commit(ngx_http_request_t *sr,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_stream_end(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_stream_fail(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+void ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a, ngx_int_t rc);
 /*
  * auth.c: client keys (R-LEASE-1): the key (401), the location's keys
  * and the key's paths (403) and lease headers, before any body work;

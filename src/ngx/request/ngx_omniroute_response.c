@@ -322,6 +322,42 @@ ngx_omniroute_send_held(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_buf_t    *b;
     ngx_chain_t   out;
 
+    if (a->event.len) {
+        /*
+         * An error event of a 200 stream, before its first content: the
+         * client gets it as the error response it stands for (restated
+         * status, Retry-After), its data as the JSON body.
+         */
+
+        r->headers_out.status = a->status;
+        r->headers_out.status_line.len = 0;
+
+        if (ngx_omniroute_apply_restatement(r, a) != NGX_OK
+            || ngx_omniroute_add_route_headers(r, ctx) != NGX_OK)
+        {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        b = ngx_omniroute_text_buf(r, a->event.data, a->event.len);
+        if (b == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ngx_omniroute_set_json_headers(r, r->headers_out.status,
+                                       b->last - b->pos);
+
+        rc = ngx_http_send_header(r);
+
+        if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+            return rc;
+        }
+
+        out.buf = b;
+        out.next = NULL;
+
+        return ngx_http_output_filter(r, &out);
+    }
+
     if (ngx_omniroute_copy_response_headers(r, a->sr) != NGX_OK
         || ngx_omniroute_apply_restatement(r, a) != NGX_OK
         || ngx_omniroute_add_route_headers(r, ctx) != NGX_OK)

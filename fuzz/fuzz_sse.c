@@ -1,0 +1,226 @@
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * libFuzzer target: the incremental SSE scanner and the stream-format
+ * classifier (R-STREAM-1) on arbitrary bytes, split into buffers at
+ * arbitrary points (the first input byte seeds the split sizes).  The
+ * same input must give the same events whole and split; every byte is
+ * consumed exactly once; kept data stays within its bound; statuses are
+ * HTTP error statuses; the error messages and in-band error events stay
+ * within their buffers and scan back as errors; the stream watch and
+ * or_classify_unescape() keep their bounds.
+ */
+
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "or_sse.h"
+#include "or_stream.h"
+#include "or_classify.h"
+
+
+#define FUZZ_MAX_EVENTS  512
+
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+static size_t fuzz_scan(const char *s, size_t len, unsigned seed,
+    char *kinds, size_t *bytes);
+static void fuzz_event(const or_sse_event_t *ev);
+
+
+static or_sse_t  fuzz_scanner;
+
+
+static void
+fuzz_event(const or_sse_event_t *ev)
+{
+    char             msg[300], out[OR_SSE_ERROR_EVENT_MAX];
+    size_t           n;
+    or_sse_t        *s;
+    or_sse_event_t   back;
+
+    if (ev->data_len > OR_SSE_DATA_MAX || ev->data_len > ev->data_total
+        || ev->name_len > OR_SSE_NAME_MAX)
+    {
+        abort();
+    }
+
+    if (ev->truncated != (ev->data_total > ev->data_len)) {
+        abort();
+    }
+
+    if (ev->kind == OR_SSE_EV_ERROR
+        && (ev->status < 400 || ev->status > 599))
+    {
+        abort();
+    }
+
+    if (ev->kind == OR_SSE_EV_NONE || ev->kind > OR_SSE_EV_DONE) {
+        abort();
+    }
+
+    if (ev->data_len == 0) {
+        return;
+    }
+
+    n = or_sse_error_message(ev->data, ev->data_len, msg, sizeof(msg));
+
+    if (n >= sizeof(msg) || msg[n] != '\0' || strlen(msg) != n) {
+        abort();
+    }
+
+    n = or_sse_error_event(out, sizeof(out), (or_sse_format_e) (n % 4),
+                           ev->status ? ev->status : 502, "fuzz", msg, n,
+                           (int) (n % 3) - 1);
+
+    if (n > sizeof(out) || n < 2 || out[n - 1] != '\n' || out[n - 2] != '\n')
+    {
+        abort();
+    }
+
+    s = malloc(sizeof(or_sse_t));
+    or_sse_init(s);
+
+    if (or_sse_feed(s, out, n, &back) != n
+        || back.kind != OR_SSE_EV_ERROR
+        || back.status != (ev->status ? ev->status : 502))
+    {
+        abort();
+    }
+
+    free(s);
+
+    n = or_classify_unescape(ev->data, ev->data_len, msg, sizeof(msg));
+
+    if (n > sizeof(msg) || n > ev->data_len) {
+        abort();
+    }
+
+    (void) or_classify_quota_text(ev->data, ev->data_len);
+}
+
+
+static size_t
+fuzz_scan(const char *s, size_t len, unsigned seed, char *kinds,
+    size_t *bytes)
+{
+    size_t           off, piece, n, k;
+    or_msec_t        now, next;
+    or_watch_t       w;
+    or_sse_event_t   ev;
+    or_stream_conf_t conf;
+
+    or_stream_conf_init(&conf);
+    or_stream_conf_fill(&conf);
+    conf.watchdog = 1;
+    conf.first_content_ms = 1000;
+    conf.window_ms = 1000 + seed * 10;
+
+    or_sse_init(&fuzz_scanner);
+    or_watch_start(&w, &conf, 1000000);
+    or_watch_header(&w, 1000001);
+
+    off = 0;
+    k = 0;
+    *bytes = 0;
+    now = 1000000;
+
+    while (off < len) {
+        piece = seed ? 1 + (seed * (off + 7)) % 97 : len - off;
+
+        if (piece > len - off) {
+            piece = len - off;
+        }
+
+        while (piece > 0) {
+            n = or_sse_feed(&fuzz_scanner, s + off, piece, &ev);
+
+            if (n == 0 || n > piece) {
+                abort();
+            }
+
+            off += n;
+            piece -= n;
+
+            if (ev.kind == OR_SSE_EV_NONE) {
+                if (piece != 0) {
+                    abort();
+                }
+
+                continue;
+            }
+
+            *bytes += ev.bytes;
+            fuzz_event(&ev);
+
+            now += 37;
+            or_watch_event(&w, &ev, now);
+            (void) or_watch_check(&conf, &w, now, k & 1, &next);
+
+            if (next != OR_MSEC_NONE && next < 0) {
+                abort();
+            }
+
+            if (k < FUZZ_MAX_EVENTS) {
+                kinds[k] = (char) ('a' + ev.kind) + (ev.content ? 16 : 0);
+            }
+
+            k++;
+        }
+    }
+
+    if (or_sse_end(&fuzz_scanner, &ev)) {
+        *bytes += ev.bytes;
+        fuzz_event(&ev);
+
+        if (k < FUZZ_MAX_EVENTS) {
+            kinds[k] = (char) ('a' + ev.kind) + (ev.content ? 16 : 0);
+        }
+
+        k++;
+    }
+
+    *bytes += or_sse_pending(&fuzz_scanner);
+
+    return k;
+}
+
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char          whole[FUZZ_MAX_EVENTS], split[FUZZ_MAX_EVENTS];
+    size_t        n1, n2, b1, b2;
+    unsigned      seed;
+    const char   *s;
+
+    if (size < 1) {
+        return 0;
+    }
+
+    seed = data[0];
+    s = (const char *) data + 1;
+    size--;
+
+    n1 = fuzz_scan(s, size, 0, whole, &b1);
+    n2 = fuzz_scan(s, size, seed | 1, split, &b2);
+
+    /* however it is split: the same events, every byte counted once */
+
+    if (n1 != n2 || b1 != size || b2 != size) {
+        abort();
+    }
+
+    if (memcmp(whole, split, n1 < FUZZ_MAX_EVENTS ? n1 : FUZZ_MAX_EVENTS)
+        != 0)
+    {
+        abort();
+    }
+
+    (void) or_sse_error_status(s, size);
+    (void) or_sse_format_of_path(s, size);
+
+    return 0;
+}
