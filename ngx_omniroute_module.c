@@ -12,6 +12,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_request.h"
+#include "ngx_omniroute_keys.h"
 
 
 static ngx_int_t ngx_omniroute_preconfiguration(ngx_conf_t *cf);
@@ -196,6 +197,36 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       offsetof(ngx_omniroute_loc_conf_t, stream_keepalive_interval),
       NULL },
 
+    /* client keys and exclusive leases (conf/ngx_omniroute_keys_conf.c) */
+
+    { ngx_string("omniroute_client_key"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_omniroute_client_key,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_client_keys"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_omniroute_client_keys,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_session_leases"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_omniroute_session_leases,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_lease_ttl"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      ngx_omniroute_lease_ttl,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
       ngx_null_command
 };
 
@@ -234,6 +265,10 @@ ngx_module_t  ngx_http_omniroute_module = {
 static ngx_int_t
 ngx_omniroute_preconfiguration(ngx_conf_t *cf)
 {
+    if (ngx_omniroute_auth_add_variables(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return ngx_omniroute_add_variables(cf);
 }
 
@@ -242,6 +277,7 @@ static ngx_int_t
 ngx_omniroute_postconfiguration(ngx_conf_t *cf)
 {
     if (ngx_omniroute_zone_default(cf) != NGX_OK
+        || ngx_omniroute_auth_init(cf) != NGX_OK
         || ngx_omniroute_check_conf(cf) != NGX_OK
         || ngx_omniroute_filter_init(cf) != NGX_OK
         || ngx_omniroute_models_init(cf) != NGX_OK)
@@ -360,6 +396,10 @@ ngx_omniroute_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                            "invalid value \"%M\": "
                            "\"omniroute_stream_keepalive_interval\" must be "
                            "at least 100ms", conf->stream_keepalive_interval);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_omniroute_keys_merge(cf, prev, conf) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
     }
 

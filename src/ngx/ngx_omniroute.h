@@ -183,6 +183,9 @@ typedef struct ngx_omniroute_main_conf_s {
     ngx_array_t                   json_servers; /* ngx_http_core_srv_conf_t *:
                                                    their own errors (400,
                                                    494...) are JSON */
+
+    /* client keys and leases, or NULL (conf/ngx_omniroute_keys_conf.c) */
+    struct ngx_omniroute_keys_conf_s  *keys;
 } ngx_omniroute_main_conf_t;
 
 
@@ -207,6 +210,10 @@ typedef struct {
                                                    omniroute_api) */
     ngx_msec_t                    cache_affinity;       /* 0: off */
     ngx_flag_t                    resend_after_timeout;
+
+    /* omniroute_client_keys (NULL: unset), omniroute_session_leases */
+    struct ngx_omniroute_keys_loc_s  *client_keys;
+    ngx_uint_t                    session_leases;
 } ngx_omniroute_loc_conf_t;
 
 

@@ -91,6 +91,10 @@ ngx_int_t ngx_omniroute_api_terminal_reset(ngx_omniroute_api_call_t *call);
 ngx_int_t ngx_omniroute_api_lockouts(ngx_omniroute_api_call_t *call);
 ngx_int_t ngx_omniroute_api_lockouts_clear(ngx_omniroute_api_call_t *call);
 
+/* exclusive leases (ngx_omniroute_api_leases.c) */
+ngx_int_t ngx_omniroute_api_leases(ngx_omniroute_api_call_t *call);
+ngx_int_t ngx_omniroute_api_leases_revoke(ngx_omniroute_api_call_t *call);
+
 /* settings (ngx_omniroute_api_settings.c) */
 ngx_int_t ngx_omniroute_api_settings(ngx_omniroute_api_call_t *call);
 ngx_int_t ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call);

@@ -167,6 +167,11 @@ static ngx_omniroute_api_endpoint_t  ngx_omniroute_api_endpoints[] = {
       ngx_omniroute_api_lockouts_clear,
       ngx_string("GET, HEAD, DELETE") },
 
+    { ngx_string("/api/resilience/leases"), 1,
+      ngx_omniroute_api_leases, NULL, NULL,
+      ngx_omniroute_api_leases_revoke,
+      ngx_string("GET, HEAD, DELETE") },
+
     { ngx_string("/metrics"), 1,
       ngx_omniroute_api_metrics, NULL, NULL, NULL,
       ngx_string("GET, HEAD") },

@@ -16,6 +16,8 @@
 
 #include "ngx_omniroute_api.h"
 #include "ngx_omniroute_redis_stats.h"
+#include "ngx_omniroute_keys.h"
+#include "ngx_omniroute_lease_store.h"
 
 
 #define NGX_OMNIROUTE_METRICS_LINE  2048    /* room kept for one line */
@@ -63,6 +65,8 @@ static void ngx_omniroute_metrics_hist(ngx_omniroute_metrics_buf_t *mb,
 static u_char *ngx_omniroute_metrics_conn_labels(
     ngx_omniroute_metrics_buf_t *mb, ngx_omniroute_main_conf_t *omcf,
     ngx_uint_t ci);
+static void ngx_omniroute_metrics_keys(ngx_omniroute_metrics_buf_t *mb,
+    ngx_omniroute_main_conf_t *omcf);
 
 
 const char  *ngx_omniroute_outcome_names[NGX_OMNIROUTE_OUTCOMES] = {
@@ -97,7 +101,8 @@ static const char  *ngx_omniroute_table_names[NGX_OMNIROUTE_T_COUNT] = {
     "rejected",
     "strategy",
     "settings",
-    "session_pin"
+    "session_pin",
+    "lease"
 };
 
 
@@ -402,6 +407,7 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                                  sh ? sh->stats.events_lost : 0);
 
     ngx_omniroute_metrics_redis(&mb);
+    ngx_omniroute_metrics_keys(&mb, call->omcf);
 
     ngx_omniroute_metrics_labelled(&mb, call);
 
@@ -920,4 +926,79 @@ ngx_omniroute_metrics_hist(ngx_omniroute_metrics_buf_t *mb,
     ngx_omniroute_metrics_printf(mb, "%s_sum{%s} %uA.%03uA\n", name, labels,
                                  sum / 1000, sum % 1000);
     ngx_omniroute_metrics_printf(mb, "%s_count{%s} %uA\n", name, labels, n);
+}
+
+
+/* client keys and leases (conf/ngx_omniroute_keys.h), when keys exist */
+
+static void
+ngx_omniroute_metrics_keys(ngx_omniroute_metrics_buf_t *mb,
+    ngx_omniroute_main_conf_t *omcf)
+{
+    ngx_uint_t                   i, j;
+    ngx_array_t                  leases;
+    ngx_omniroute_keys_sh_t     *sh;
+    ngx_omniroute_keys_conf_t   *kc;
+    ngx_omniroute_client_key_t  *key;
+
+    kc = omcf->keys;
+
+    if (kc == NULL || kc->sh == NULL || kc->keys.nelts == 0) {
+        return;
+    }
+
+    sh = kc->sh;
+    key = kc->keys.elts;
+
+    ngx_omniroute_metrics_head(mb, "omniroute_client_key_requests_total",
+                               "counter",
+                               "Requests authenticated by a client key, by "
+                               "key id and status class.");
+
+    for (i = 0; i < kc->keys.nelts; i++) {
+        if (key[i].slot >= NGX_OMNIROUTE_KEYS_MAX) {
+            continue;
+        }
+
+        for (j = 0; j < NGX_OMNIROUTE_KEYS_CLASSES; j++) {
+            ngx_omniroute_metrics_printf(mb,
+                          "omniroute_client_key_requests_total{key=\"%V\","
+                          "status=\"%uixx\"} %uA\n", &key[i].id, j + 1,
+                          sh->keys[key[i].slot].requests[j]);
+        }
+    }
+
+    ngx_omniroute_metrics_head(mb, "omniroute_client_auth_failures_total",
+                               "counter",
+                               "Requests refused for a missing or an "
+                               "invalid client key.");
+    ngx_omniroute_metrics_printf(mb,
+                  "omniroute_client_auth_failures_total{reason=\"missing_key\"}"
+                  " %uA\n", sh->auth[NGX_OMNIROUTE_AUTH_MISSING]);
+    ngx_omniroute_metrics_printf(mb,
+                  "omniroute_client_auth_failures_total{reason=\"invalid_key\"}"
+                  " %uA\n", sh->auth[NGX_OMNIROUTE_AUTH_INVALID]);
+
+    if (kc->lease_keys == 0) {
+        return;
+    }
+
+    if (ngx_omniroute_lease_list(&omcf->store, mb->pool, &leases)
+        != NGX_OK)
+    {
+        mb->error = 1;
+        return;
+    }
+
+    ngx_omniroute_metrics_head(mb, "omniroute_leases_active", "gauge",
+                               "Active exclusive session leases.");
+    ngx_omniroute_metrics_printf(mb, "omniroute_leases_active %ui\n",
+                                 leases.nelts);
+
+    ngx_omniroute_metrics_head(mb, "omniroute_lease_capacity_rejections_total",
+                               "counter",
+                               "Answers 429 lease-capacity-unavailable.");
+    ngx_omniroute_metrics_printf(mb,
+                                 "omniroute_lease_capacity_rejections_total "
+                                 "%uA\n", sh->lease_capacity);
 }

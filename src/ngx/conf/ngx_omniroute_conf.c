@@ -13,6 +13,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute.h"
+#include "ngx_omniroute_keys.h"
 
 
 #define NGX_OMNIROUTE_KEY_FILE_MAX    8192
@@ -1352,6 +1353,12 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
     }
 
     if (ngx_omniroute_init_routes(cf, omcf) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    /* client keys: their connections, their zone (keys_conf.c) */
+
+    if (ngx_omniroute_keys_init(cf, omcf) != NGX_OK) {
         return NGX_CONF_ERROR;
     }
 

@@ -233,8 +233,17 @@ ngx_omniroute_models_tail(ngx_http_request_t *r,
 ngx_int_t
 ngx_omniroute_handler(ngx_http_request_t *r)
 {
+    ngx_int_t  rc;
+
     if (r != r->main) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    /* client keys, their paths, lease headers: first (auth.c) */
+
+    rc = ngx_omniroute_auth_start(r);
+    if (rc != NGX_DECLINED) {
+        return rc;
     }
 
     if (r->method == NGX_HTTP_POST) {
@@ -364,7 +373,14 @@ ngx_omniroute_models_pass(ngx_http_request_t *r,
     pr = (ngx_omniroute_provider_t *) omcf->providers.elts
          + lcf->models_provider;
 
-    ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
+    /* the one of the client key check (auth.c), if any */
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    if (ctx == NULL) {
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
+    }
+
     p = ngx_pnalloc(r->pool, pr->name.len + sizeof("/models") - 1);
 
     if (ctx == NULL || p == NULL) {

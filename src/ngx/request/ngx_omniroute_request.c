@@ -53,15 +53,21 @@ ngx_omniroute_post_handler(ngx_http_request_t *r)
     ngx_int_t             rc;
     ngx_omniroute_ctx_t  *ctx;
 
-    ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
+    /* made by the client key check (auth.c) */
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
     if (ctx == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
+        if (ctx == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ctx->request = r;
+        ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+
+        ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
     }
-
-    ctx->request = r;
-    ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
-
-    ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
 
     r->request_body_in_single_buf = 1;
 
@@ -107,7 +113,15 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_int_t rc)
 {
     if (rc == NGX_OK) {
+        rc = ngx_omniroute_auth_model(r, ctx);      /* the key's models */
+    }
+
+    if (rc == NGX_OK) {
         rc = ngx_omniroute_plan_routes(r, ctx);
+    }
+
+    if (rc == NGX_OK) {
+        rc = ngx_omniroute_auth_routes(r, ctx);     /* its connections */
     }
 
     if (rc != NGX_OK) {
@@ -209,6 +223,7 @@ static void
 ngx_omniroute_nothing_now(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     or_wait_e  rc;
+    ngx_int_t  lrc;
     or_msec_t  ms;
 
     rc = ngx_omniroute_cooldown_decide(r, ctx, &ms);
@@ -232,6 +247,14 @@ ngx_omniroute_nothing_now(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     if (rc == OR_WAIT_REFUSE) {
+        /* exclusive leases held the free ones: their 429 (lease.c) */
+        lrc = ngx_omniroute_lease_unavailable(r, ctx);
+
+        if (lrc != NGX_DECLINED) {
+            ngx_http_finalize_request(r, lrc);
+            return;
+        }
+
         ngx_http_finalize_request(r,
                                   ngx_omniroute_send_rate_limited(r, ctx, ms));
         return;
@@ -353,6 +376,7 @@ ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 static ngx_int_t
 ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
+    or_msec_t                   retry;
     const char                 *reason;
     ngx_atomic_t               *counters[2];
     ngx_http_request_t         *sr;
@@ -373,6 +397,22 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         if (ngx_omniroute_admit(r, ctx, cand, &reason) != NGX_OK) {
             if (ngx_omniroute_plan_exclude(ctx, cand->route, reason, 1000,
                                            OR_WAIT_KIND_TRANSIENT)
+                != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+
+            continue;
+        }
+
+        /* leases: another's connection, or no longer this lease's */
+
+        if (ngx_omniroute_lease_admit(r, ctx, cand, &reason, &retry)
+            != NGX_OK)
+        {
+            /* hard: a foreign lease answers 429 (lease.c), no combo wait */
+            if (ngx_omniroute_plan_exclude(ctx, cand->route, reason, retry,
+                                           OR_WAIT_KIND_HARD)
                 != NGX_OK)
             {
                 return NGX_ERROR;

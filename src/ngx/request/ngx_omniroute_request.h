@@ -17,10 +17,25 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute.h"
+#include "ngx_omniroute_keys.h"
 #include "or_json.h"
 #include "or_sse.h"
 #include "or_stream.h"
 #include "or_wait.h"
+#include "or_lease.h"
+
+
+/*
+ * The client key of a request and the lease it presents (auth.c,
+ * lease.c); ctx->auth is NULL when no client key applies.
+ */
+typedef struct {
+    ngx_omniroute_client_key_t   *key;
+    ngx_uint_t                    managed;      /* lease headers given */
+    u_char                        owner[OR_LEASE_HASH_LEN];
+    uint64_t                      generation;
+    or_lease_t                    lease;        /* as the check read it */
+} ngx_omniroute_auth_t;
 
 
 /* what a request knows of a provider: each read once per request */
@@ -204,6 +219,7 @@ typedef struct {
                                                    content */
     unsigned                      watchdog:1;   /* the global switch */
     unsigned                      globals:1;    /* read */
+    ngx_omniroute_auth_t         *auth;         /* client key (auth.c) */
 } ngx_omniroute_ctx_t;
 
 
@@ -242,6 +258,37 @@ ngx_int_t ngx_omniroute_stream_fail(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 void ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a, ngx_int_t rc);
+/*
+ * auth.c: client keys (R-LEASE-1): the key (401), the location's keys
+ * and the key's paths (403) and lease headers, before any body work;
+ * the key's models once the body is scanned; its connections (and a
+ * lease's) filter the routes.  NGX_DECLINED: go on.
+ */
+ngx_int_t ngx_omniroute_auth_start(ngx_http_request_t *r);
+ngx_int_t ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_auth_model(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_auth_routes(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_auth_add_variables(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_auth_init(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_auth_reject(ngx_http_request_t *r,
+    ngx_uint_t status, const char *code, const char *message);
+
+/*
+ * lease.c: exclusive leases (R-LEASE-2..4): the lease headers of a
+ * managed request (NGX_DECLINED: go on), the dispatch check of each
+ * candidate (NGX_DECLINED with a reason and retry: not this one), the
+ * answer when leases left nothing (NGX_DECLINED: not a lease matter),
+ * and the lifecycle endpoint (ngx_omniroute_lease_handler, keys.h).
+ */
+ngx_int_t ngx_omniroute_lease_auth(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_lease_admit(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand,
+    const char **reason, or_msec_t *retry);
+ngx_int_t ngx_omniroute_lease_unavailable(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
 
 /* plan.c: model and routes, eligibility, strategy order, settings */
 ngx_int_t ngx_omniroute_plan_routes(ngx_http_request_t *r,

@@ -491,9 +491,17 @@ ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx)
 {
     json_t      *doc, *list;
+    ngx_int_t    rc;
     or_msec_t    earliest;
     ngx_uint_t   status;
     const char  *code, *msg;
+
+    /* exclusive leases left the candidates out (lease.c) */
+
+    rc = ngx_omniroute_lease_unavailable(r, ctx);
+    if (rc != NGX_DECLINED) {
+        return rc;
+    }
 
     list = ngx_omniroute_excluded_json(r, ctx, &earliest);
     if (list == NULL) {

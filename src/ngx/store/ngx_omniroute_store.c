@@ -127,7 +127,10 @@ static ngx_omniroute_table_t  ngx_omniroute_tables[NGX_OMNIROUTE_T_COUNT] = {
     { "settings", NGX_OMNIROUTE_EC_SETTINGS, NGX_OMNIROUTE_EC_CONFIG, 1 },
 
     /* NGX_OMNIROUTE_T_PIN */
-    { "session_pin", NGX_OMNIROUTE_EC_SESSION, NGX_OMNIROUTE_EC_STRATEGY, 1 }
+    { "session_pin", NGX_OMNIROUTE_EC_SESSION, NGX_OMNIROUTE_EC_STRATEGY, 1 },
+
+    /* NGX_OMNIROUTE_T_LEASE: never evicted; Redis has its own (leases) */
+    { "lease", NGX_OMNIROUTE_EC_SETTINGS, NGX_OMNIROUTE_EC_MODEL, 0 }
 };
 
 

@@ -58,6 +58,8 @@ typedef enum {
     NGX_OMNIROUTE_T_STRATEGY,       /* key: combo */
     NGX_OMNIROUTE_T_SETTINGS,       /* key: setting group */
     NGX_OMNIROUTE_T_PIN,            /* key: model, session hash */
+    NGX_OMNIROUTE_T_LEASE,          /* key: "c:" connection, "o:" owner
+                                       hash (ngx_omniroute_lease_store.h) */
     NGX_OMNIROUTE_T_COUNT
 } ngx_omniroute_table_e;
 
@@ -68,7 +70,8 @@ typedef enum {
     NGX_OMNIROUTE_EC_STRATEGY,      /* strategy state: node-local */
     NGX_OMNIROUTE_EC_MODEL,         /* lockout, rejected: model-keyed */
     NGX_OMNIROUTE_EC_CONFIG,        /* breaker, connection: config-keyed */
-    NGX_OMNIROUTE_EC_SETTINGS,      /* runtime settings: never evicted */
+    NGX_OMNIROUTE_EC_SETTINGS,      /* runtime settings, leases: never
+                                       evicted */
     NGX_OMNIROUTE_EC_COUNT
 } ngx_omniroute_class_e;
 

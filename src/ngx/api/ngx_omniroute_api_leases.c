@@ -1,0 +1,291 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * Exclusive leases in the admin API (R-LEASE, docs/api.md):
+ *
+ *   GET    /api/resilience/leases[?key=ID&connection=ID]   active leases
+ *   DELETE /api/resilience/leases  {"connection": ID} | {"key": ID}
+ *
+ * A lease is shown by its connection, key id, generation and times;
+ * neither the owner token nor its hash is part of any answer.  A revoked
+ * lease ends at once on this node; with Redis the revocation is sent to
+ * Redis (atomically, for every node) without waiting for the reply.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute_api.h"
+#include "ngx_omniroute_keys.h"
+#include "ngx_omniroute_lease_store.h"
+
+
+static json_t *ngx_omniroute_api_lease_json(or_lease_t *l, or_msec_t now);
+static ngx_int_t ngx_omniroute_api_lease_revoke(
+    ngx_omniroute_api_call_t *call, or_lease_t *l);
+
+
+static const char  *ngx_omniroute_api_lease_fields[] = {
+    "connection", "key", NULL
+};
+
+
+ngx_int_t
+ngx_omniroute_api_leases(ngx_omniroute_api_call_t *call)
+{
+    json_t       *list, *item;
+    ngx_str_t     key, conn;
+    ngx_uint_t    i, has_key, has_conn;
+    or_lease_t   *l;
+    ngx_array_t   leases;
+
+    has_key = (ngx_omniroute_api_arg(call, "key", &key) == NGX_OK);
+    has_conn = (ngx_omniroute_api_arg(call, "connection", &conn) == NGX_OK);
+
+    if (has_conn
+        && ngx_omniroute_api_connection(call->omcf, (const char *) conn.data,
+                                        conn.len)
+           == NULL)
+    {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
+                                      "unknown_connection",
+                                      "unknown connection \"%V\"", &conn);
+    }
+
+    if (ngx_omniroute_lease_list(&call->omcf->store, call->r->pool, &leases)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    list = json_array();
+    if (list == NULL) {
+        return NGX_ERROR;
+    }
+
+    l = leases.elts;
+
+    for (i = 0; i < leases.nelts; i++) {
+        if ((has_key && (l[i].key_len != key.len
+                         || ngx_memcmp(l[i].key, key.data, key.len) != 0))
+            || (has_conn && (l[i].conn_len != conn.len
+                             || ngx_memcmp(l[i].conn, conn.data, conn.len)
+                                != 0)))
+        {
+            continue;
+        }
+
+        item = ngx_omniroute_api_lease_json(&l[i], call->now);
+        if (item == NULL || json_array_append_new(list, item) != 0) {
+            json_decref(list);
+            return NGX_ERROR;
+        }
+    }
+
+    call->out = json_pack("{s:I,s:o,s:I}", "time", (json_int_t) call->now,
+                          "leases", list, "count",
+                          (json_int_t) json_array_size(list));
+
+    return call->out ? NGX_OK : NGX_ERROR;
+}
+
+
+static json_t *
+ngx_omniroute_api_lease_json(or_lease_t *l, or_msec_t now)
+{
+    return json_pack("{s:s%,s:s%,s:I,s:s,s:I,s:I,s:I,s:I}",
+                     "connection", l->conn, (size_t) l->conn_len,
+                     "key", l->key, (size_t) l->key_len,
+                     "generation", (json_int_t) l->generation,
+                     "state", "active",
+                     "acquired_at", (json_int_t) l->acquired_at,
+                     "bound_at", (json_int_t) l->bound_at,
+                     "expires_at", (json_int_t) l->expires_at,
+                     "expires_in_ms", (json_int_t) (l->expires_at - now));
+}
+
+
+ngx_int_t
+ngx_omniroute_api_leases_revoke(ngx_omniroute_api_call_t *call)
+{
+    json_t                     *jc, *jk, *revoked;
+    size_t                      len;
+    ngx_uint_t                  i;
+    or_lease_t                 *l;
+    const char                 *s;
+    ngx_array_t                 leases;
+    ngx_omniroute_keys_conf_t  *kc;
+
+    if (call->body == NULL) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                      "missing_body",
+                                      "expected {\"connection\": ID} or "
+                                      "{\"key\": ID}");
+    }
+
+    if (ngx_omniroute_api_fields(call, call->body, NULL,
+                                 ngx_omniroute_api_lease_fields)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    jc = json_object_get(call->body, "connection");
+    jk = json_object_get(call->body, "key");
+
+    if ((jc == NULL) == (jk == NULL)) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                      "invalid_request",
+                                      "give either \"connection\" or "
+                                      "\"key\"");
+    }
+
+    if ((jc && !json_is_string(jc)) || (jk && !json_is_string(jk))) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                      "invalid_type",
+                                      "\"%s\" must be a string",
+                                      jc ? "connection" : "key");
+    }
+
+    s = json_string_value(jc ? jc : jk);
+    len = json_string_length(jc ? jc : jk);
+
+    kc = call->omcf->keys;
+
+    if (jc && ngx_omniroute_api_connection(call->omcf, s, len) == NULL) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
+                                      "unknown_connection",
+                                      "unknown connection \"%*s\"", len, s);
+    }
+
+    if (kc == NULL || kc->shpool == NULL) {
+        if (jk) {
+            return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
+                                          "unknown_key",
+                                          "unknown client key \"%*s\"",
+                                          len, s);
+        }
+
+        call->out = json_pack("{s:i,s:[]}", "revoked", 0, "connections");
+        return call->out ? NGX_OK : NGX_ERROR;
+    }
+
+    if (jk) {
+        for (i = 0; i < kc->keys.nelts; i++) {
+            if (((ngx_omniroute_client_key_t *) kc->keys.elts)[i].id.len
+                == len
+                && ngx_strncmp(((ngx_omniroute_client_key_t *)
+                                kc->keys.elts)[i].id.data, s, len) == 0)
+            {
+                break;
+            }
+        }
+
+        if (i == kc->keys.nelts) {
+            return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
+                                          "unknown_key",
+                                          "unknown client key \"%*s\"",
+                                          len, s);
+        }
+    }
+
+    if (ngx_omniroute_lease_list(&call->omcf->store, call->r->pool, &leases)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    revoked = json_array();
+    if (revoked == NULL) {
+        return NGX_ERROR;
+    }
+
+    l = leases.elts;
+
+    for (i = 0; i < leases.nelts; i++) {
+        if (jc ? (l[i].conn_len != len || ngx_memcmp(l[i].conn, s, len) != 0)
+               : (l[i].key_len != len || ngx_memcmp(l[i].key, s, len) != 0))
+        {
+            continue;
+        }
+
+        if (ngx_omniroute_api_lease_revoke(call, &l[i]) != NGX_OK) {
+            json_decref(revoked);
+            return NGX_ERROR;
+        }
+
+        json_array_append_new(revoked, json_stringn(l[i].conn,
+                                                    l[i].conn_len));
+    }
+
+    call->out = json_pack("{s:I,s:o}", "revoked",
+                          (json_int_t) json_array_size(revoked),
+                          "connections", revoked);
+
+    return call->out ? NGX_OK : NGX_ERROR;
+}
+
+
+static ngx_int_t
+ngx_omniroute_api_lease_revoke(ngx_omniroute_api_call_t *call,
+    or_lease_t *l)
+{
+    void                       *handle;
+    ngx_str_t                   conn;
+    ngx_omniroute_lease_op_t    op, *rop;
+    ngx_omniroute_keys_conf_t  *kc;
+
+    kc = call->omcf->keys;
+
+    conn.data = (u_char *) l->conn;
+    conn.len = l->conn_len;
+
+    ngx_memzero(&op, sizeof(ngx_omniroute_lease_op_t));
+    op.action = NGX_OMNIROUTE_LEASE_REVOKE;
+    op.conns = &conn;
+    op.nconns = 1;
+    op.now = call->now;
+
+    if (ngx_omniroute_lease_remote && ngx_omniroute_lease_remote->run) {
+        /* sent now, answered later: the op outlives this request */
+
+        rop = ngx_alloc(sizeof(ngx_omniroute_lease_op_t) + sizeof(ngx_str_t)
+                        + conn.len, call->r->connection->log);
+        if (rop == NULL) {
+            return NGX_ERROR;
+        }
+
+        *rop = op;
+        rop->conns = (ngx_str_t *) (rop + 1);
+        rop->conns[0].data = (u_char *) (rop->conns + 1);
+        rop->conns[0].len = conn.len;
+        ngx_memcpy(rop->conns[0].data, conn.data, conn.len);
+
+        if (ngx_omniroute_lease_remote->run(rop, NULL, NULL, &handle)
+            != NGX_DONE)
+        {
+            ngx_free(rop);
+            return ngx_omniroute_api_fail(call, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                          "lease_backend_unavailable",
+                                          "Redis is not reachable: the "
+                                          "lease cannot be revoked for the "
+                                          "cluster now");
+        }
+    }
+
+    if (ngx_omniroute_lease_run(&call->omcf->store, &kc->shpool->mutex, &op)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
+                  "omniroute api: lease of connection \"%V\" (key \"%*s\", "
+                  "generation %uL) revoked", &conn, (size_t) l->key_len,
+                  l->key, l->generation);
+
+    return NGX_OK;
+}

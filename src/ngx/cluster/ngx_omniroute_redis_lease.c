@@ -1,0 +1,1579 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * Exclusive leases across the nodes of a cluster (R-LEASE-3): with
+ * omniroute_redis, the lease lifecycle runs in Redis, one Lua script per
+ * call, so that an acquire, a rebinding, a renew, a release or a revoke
+ * is atomic for every node: at most one active lease per connection and
+ * per owner in the whole cluster.  The request that asked waits for the
+ * reply without blocking its worker (ngx_omniroute_lease_remote, see
+ * ngx_omniroute_lease_store.h).
+ *
+ *   every worker   one hiredis async connection of its own, for the
+ *                  calls of its requests (the mirror's link lives in
+ *                  worker 0 only and never waits for a reply on behalf
+ *                  of a request)
+ *   worker 0       a subscriber to <prefix>leases:<db>, where every
+ *                  script publishes the lease it changed, applied to the
+ *                  zone by version; and a full load (SCAN + MGET of
+ *                  <prefix>lease:*) after each (re)connection and every
+ *                  "resync" period: Redis is the authority, a local lease
+ *                  it does not have is dropped
+ *
+ * Redis keys (strings, with a TTL):
+ *
+ *   <prefix>lease:conn:<connection>    the lease holding a connection;
+ *                                      expires with the lease
+ *   <prefix>lease:owner:<sha256 hex>   the lease of an owner; kept an
+ *                                      hour past its expiry
+ *   <prefix>lease:seq                  the last version (30 days)
+ *
+ * A lease is "1 OWNERHEX KEY CONN GENERATION VERSION ACQUIRED BOUND
+ * EXPIRES STATE" (ids have no spaces; STATE 1 active, 2 ended).  Times
+ * are Redis's clock (TIME), one clock for every decision; versions are
+ * max(now * 1000, last + 1), increasing even if the seq key is lost.
+ * Never the owner token: only its hash reaches Redis.
+ *
+ * Redis down: lifecycle calls are refused (503: uniqueness cannot be
+ * promised), managed requests go on with the zone's copy.  The hiredis
+ * adapter is the one of ngx_omniroute_redis_link.c, on a connection
+ * type of this file.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+#include <ngx_http.h>
+
+#include <sys/ioctl.h>
+
+#include "ngx_omniroute_redis_int.h"
+#include "ngx_omniroute_keys.h"
+#include "ngx_omniroute_lease_store.h"
+#include "or_keys.h"
+
+
+#define NGX_OMNIROUTE_LEASE_TICK      50       /* ms */
+#define NGX_OMNIROUTE_LEASE_VALUE_MAX 512
+#define NGX_OMNIROUTE_LEASE_ARGS      (12 + NGX_OMNIROUTE_LEASE_CONNS_MAX)
+
+#define NGX_OMNIROUTE_LEASE_DOWN      0
+#define NGX_OMNIROUTE_LEASE_CONNECTING 1
+#define NGX_OMNIROUTE_LEASE_UP        2
+
+
+typedef struct ngx_omniroute_redis_lease_s  ngx_omniroute_redis_lease_t;
+
+
+typedef struct {
+    redisAsyncContext            *ac;
+    ngx_connection_t             *c;
+    ngx_omniroute_redis_lease_t  *link;
+    const char                   *name;
+    ngx_uint_t                    ready;
+} ngx_omniroute_lease_conn_t;
+
+
+/* one call in flight */
+typedef struct {
+    ngx_queue_t                   queue;        /* pending, oldest first */
+    ngx_omniroute_redis_lease_t  *link;
+    ngx_omniroute_lease_op_t     *op;
+    ngx_omniroute_lease_done_pt   done;         /* NULL: op is ours */
+    void                         *data;
+    ngx_msec_t                    sent;
+    ngx_uint_t                    canceled;
+} ngx_omniroute_lease_call_t;
+
+
+struct ngx_omniroute_redis_lease_s {
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+    ngx_omniroute_store_t        *store;
+    ngx_shmtx_t                  *lock;
+    ngx_log_t                    *log;
+
+    ngx_omniroute_lease_conn_t    cmd;
+    ngx_omniroute_lease_conn_t    sub;          /* worker 0 */
+    ngx_uint_t                    loader;       /* worker 0 */
+
+    ngx_event_t                   tick;
+    ngx_uint_t                    state;
+    ngx_msec_t                    state_at;
+    ngx_msec_t                    retry_at;
+    ngx_msec_t                    backoff;
+    ngx_msec_t                    load_at;
+    ngx_uint_t                    loading;
+    ngx_pool_t                   *load_pool;
+    ngx_array_t                   loaded;       /* or_lease_t: active */
+    uint64_t                      load_since;   /* versions newer: kept */
+    u_char                        cursor[32];
+
+    ngx_queue_t                   pending;
+    ngx_str_t                     channel;      /* <prefix>leases:<db> */
+    ngx_msec_t                    logged_at;
+    ngx_uint_t                    exiting;
+};
+
+
+static ngx_int_t ngx_omniroute_redis_lease_init_process(ngx_cycle_t *cycle);
+static void ngx_omniroute_redis_lease_exit_process(ngx_cycle_t *cycle);
+static ngx_int_t ngx_omniroute_redis_lease_run(ngx_omniroute_lease_op_t *op,
+    ngx_omniroute_lease_done_pt done, void *data, void **handle);
+static void ngx_omniroute_redis_lease_cancel(void *handle);
+
+static void ngx_omniroute_redis_lease_connect(
+    ngx_omniroute_redis_lease_t *link);
+static ngx_int_t ngx_omniroute_redis_lease_open(
+    ngx_omniroute_lease_conn_t *lc);
+static void ngx_omniroute_redis_lease_fail(ngx_omniroute_redis_lease_t *link,
+    const char *reason);
+static void ngx_omniroute_redis_lease_tick(ngx_event_t *ev);
+static void ngx_omniroute_redis_lease_scan(ngx_omniroute_redis_lease_t *link);
+static void ngx_omniroute_redis_lease_up(ngx_omniroute_redis_lease_t *link);
+static ngx_uint_t ngx_omniroute_redis_lease_keep(or_lease_t *l, void *arg);
+static ngx_int_t ngx_omniroute_redis_lease_decode(u_char *s, size_t len,
+    or_lease_t *l);
+static void ngx_omniroute_redis_lease_apply(ngx_omniroute_redis_lease_t *link,
+    u_char *s, size_t len);
+
+static void ngx_omniroute_redis_lease_on_connect(const redisAsyncContext *ac,
+    int status);
+static void ngx_omniroute_redis_lease_on_disconnect(
+    const redisAsyncContext *ac, int status);
+static void ngx_omniroute_redis_lease_on_ready(redisAsyncContext *ac,
+    void *r, void *data);
+static void ngx_omniroute_redis_lease_on_reply(redisAsyncContext *ac,
+    void *r, void *data);
+static void ngx_omniroute_redis_lease_on_message(redisAsyncContext *ac,
+    void *r, void *data);
+static void ngx_omniroute_redis_lease_on_time(redisAsyncContext *ac,
+    void *r, void *data);
+static void ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac,
+    void *r, void *data);
+static void ngx_omniroute_redis_lease_on_mget(redisAsyncContext *ac,
+    void *r, void *data);
+
+static void ngx_omniroute_redis_lease_add_read(void *privdata);
+static void ngx_omniroute_redis_lease_del_read(void *privdata);
+static void ngx_omniroute_redis_lease_add_write(void *privdata);
+static void ngx_omniroute_redis_lease_del_write(void *privdata);
+static void ngx_omniroute_redis_lease_cleanup(void *privdata);
+static void ngx_omniroute_redis_lease_read_handler(ngx_event_t *rev);
+static void ngx_omniroute_redis_lease_write_handler(ngx_event_t *wev);
+
+
+static ngx_http_module_t  ngx_omniroute_redis_lease_module_ctx = {
+    NULL,                                  /* preconfiguration */
+    NULL,                                  /* postconfiguration */
+
+    NULL,                                  /* create main configuration */
+    NULL,                                  /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    NULL,                                  /* create location configuration */
+    NULL                                   /* merge location configuration */
+};
+
+
+/* no directive: it runs the leases of omniroute_redis's server */
+
+ngx_module_t  ngx_http_omniroute_redis_lease_module = {
+    NGX_MODULE_V1,
+    &ngx_omniroute_redis_lease_module_ctx, /* module context */
+    NULL,                                  /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    ngx_omniroute_redis_lease_init_process, /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    ngx_omniroute_redis_lease_exit_process, /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+static ngx_omniroute_redis_lease_t  *ngx_omniroute_redis_lease_link;
+
+static ngx_omniroute_lease_remote_t  ngx_omniroute_redis_lease_remote = {
+    ngx_omniroute_redis_lease_run,
+    ngx_omniroute_redis_lease_cancel
+};
+
+
+/*
+ * ARGV: 1 prefix, 2 channel, 3 action, 4 owner (hex), 5 key id,
+ * 6 generation, 7 ttl, 8 retain, 9 eligibility ("101..."), 10.. the
+ * connections.  Returns {status[, lease | retry ms]}.
+ */
+
+static const char  ngx_omniroute_redis_lease_script[] =
+    "local P, ch, act, owner, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], "
+    "ARGV[5]\n"
+    "local gen, ttl, retain = tonumber(ARGV[6]), tonumber(ARGV[7]), "
+    "tonumber(ARGV[8])\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local function dec(v)\n"
+    "  if not v then return nil end\n"
+    "  local f = {}\n"
+    "  for w in string.gmatch(v, '%S+') do f[#f + 1] = w end\n"
+    "  if #f ~= 10 or f[1] ~= '1' then return nil end\n"
+    "  return {owner = f[2], key = f[3], conn = f[4], gen = tonumber(f[5]),\n"
+    "          ver = tonumber(f[6]), acq = tonumber(f[7]),\n"
+    "          bound = tonumber(f[8]), exp = tonumber(f[9]),\n"
+    "          state = tonumber(f[10])}\n"
+    "end\n"
+    "local function enc(l)\n"
+    "  return table.concat({'1', l.owner, l.key, l.conn,\n"
+    "    string.format('%.0f', l.gen), string.format('%.0f', l.ver),\n"
+    "    string.format('%.0f', l.acq), string.format('%.0f', l.bound),\n"
+    "    string.format('%.0f', l.exp), tostring(l.state)}, ' ')\n"
+    "end\n"
+    "local function version()\n"
+    "  local last = tonumber(redis.call('GET', P .. 'lease:seq') or '0')\n"
+    "  local v = math.max(now * 1000, last + 1)\n"
+    "  redis.call('SET', P .. 'lease:seq', string.format('%.0f', v), 'PX',"
+    " 2592000000)\n"
+    "  return v\n"
+    "end\n"
+    "local function put(l)\n"
+    "  local v = enc(l)\n"
+    "  redis.call('SET', P .. 'lease:conn:' .. l.conn, v, 'PX', l.exp - now)\n"
+    "  redis.call('SET', P .. 'lease:owner:' .. l.owner, v, 'PX',\n"
+    "             l.exp - now + retain)\n"
+    "  redis.call('PUBLISH', ch, v)\n"
+    "  return v\n"
+    "end\n"
+    "local function active(l) return l and l.state == 1 and l.exp > now end\n"
+    "local function conn_of(c)\n"
+    "  return dec(redis.call('GET', P .. 'lease:conn:' .. c))\n"
+    "end\n"
+    "if act == 'revoke' then\n"
+    "  local c = conn_of(ARGV[10])\n"
+    "  if not active(c) then return {'NOT_FOUND'} end\n"
+    "  c.ver = version()\n"
+    "  c.state = 2\n"
+    "  redis.call('DEL', P .. 'lease:conn:' .. c.conn)\n"
+    "  local o = dec(redis.call('GET', P .. 'lease:owner:' .. c.owner))\n"
+    "  if o and o.conn == c.conn then\n"
+    "    redis.call('DEL', P .. 'lease:owner:' .. c.owner)\n"
+    "  end\n"
+    "  local v = enc(c)\n"
+    "  redis.call('PUBLISH', ch, v)\n"
+    "  return {'OK', v}\n"
+    "end\n"
+    "local prev = nil\n"
+    "if act ~= 'acquire' then\n"
+    "  prev = dec(redis.call('GET', P .. 'lease:owner:' .. owner))\n"
+    "  if not prev or prev.state ~= 1 or prev.key ~= key then\n"
+    "    return {'NOT_FOUND'}\n"
+    "  end\n"
+    "  if prev.gen ~= gen then return {'STALE'} end\n"
+    "  if act ~= 'rebind' and prev.exp <= now then return {'EXPIRED'} end\n"
+    "end\n"
+    "if act == 'renew' or act == 'release' then\n"
+    "  local c = conn_of(prev.conn)\n"
+    "  local ours = active(c) and c.owner == owner and c.gen == gen\n"
+    "  if act == 'renew' then\n"
+    "    if not ours then return {'EXPIRED'} end\n"
+    "    prev.ver = version()\n"
+    "    prev.exp = now + ttl\n"
+    "    return {'OK', put(prev)}\n"
+    "  end\n"
+    "  prev.ver = version()\n"
+    "  prev.state = 2\n"
+    "  if c and c.owner == owner then\n"
+    "    redis.call('DEL', P .. 'lease:conn:' .. prev.conn)\n"
+    "  end\n"
+    "  redis.call('DEL', P .. 'lease:owner:' .. owner)\n"
+    "  local v = enc(prev)\n"
+    "  redis.call('PUBLISH', ch, v)\n"
+    "  return {'OK', v}\n"
+    "end\n"
+    "local rebind = (act == 'rebind')\n"
+    "local slots, earliest = {}, -1\n"
+    "for i = 10, #ARGV do\n"
+    "  local l = conn_of(ARGV[i])\n"
+    "  local own = active(l) and rebind and l.owner == owner\n"
+    "  if active(l) and not own\n"
+    "     and (earliest < 0 or l.exp - now < earliest) then\n"
+    "    earliest = l.exp - now\n"
+    "  end\n"
+    "  slots[#slots + 1] = {conn = ARGV[i], own = own,\n"
+    "    free = not active(l),\n"
+    "    eligible = string.sub(ARGV[9], i - 9, i - 9) == '1'}\n"
+    "end\n"
+    "local pick = nil\n"
+    "for pass = 0, 3 do\n"
+    "  for _, s in ipairs(slots) do\n"
+    "    if s.eligible == (pass < 2)\n"
+    "       and ((pass % 2 == 0 and s.own) or (pass % 2 == 1 and s.free))\n"
+    "    then pick = s break end\n"
+    "  end\n"
+    "  if pick then break end\n"
+    "end\n"
+    "if not pick then\n"
+    "  return {'CAPACITY', string.format('%.0f', math.max(earliest, 0))}\n"
+    "end\n"
+    "local l = {owner = owner, key = key, conn = pick.conn,\n"
+    "  gen = (rebind and prev.gen or 0) + 1, ver = version(),\n"
+    "  acq = rebind and prev.acq or now, bound = now, exp = now + ttl,\n"
+    "  state = 1}\n"
+    "if rebind and prev.conn ~= l.conn then\n"
+    "  local old = conn_of(prev.conn)\n"
+    "  if old and old.owner == owner then\n"
+    "    redis.call('DEL', P .. 'lease:conn:' .. prev.conn)\n"
+    "  end\n"
+    "end\n"
+    "return {'OK', put(l)}\n";
+
+
+static ngx_int_t
+ngx_omniroute_redis_lease_init_process(ngx_cycle_t *cycle)
+{
+    u_char                           *p;
+    ngx_omniroute_keys_conf_t        *kc;
+    ngx_omniroute_main_conf_t        *omcf;
+    ngx_omniroute_redis_lease_t      *link;
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    ngx_omniroute_lease_remote = NULL;
+
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return NGX_OK;
+    }
+
+    rmcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_omniroute_redis_module);
+    omcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_omniroute_module);
+
+    if (rmcf == NULL || rmcf->addr.len == 0 || omcf == NULL
+        || omcf->store.sh == NULL)
+    {
+        return NGX_OK;
+    }
+
+    kc = omcf->keys;
+
+    if (kc == NULL || kc->lease_keys == 0 || kc->shpool == NULL) {
+        return NGX_OK;
+    }
+
+    link = ngx_pcalloc(cycle->pool, sizeof(ngx_omniroute_redis_lease_t));
+    if (link == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_pnalloc(cycle->pool, rmcf->prefix.len + sizeof("leases:")
+                                 + NGX_INT_T_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    link->channel.data = p;
+    link->channel.len = ngx_sprintf(p, "%Vleases:%i", &rmcf->prefix, rmcf->db)
+                        - p;
+
+    link->rmcf = rmcf;
+    link->store = &omcf->store;
+    link->lock = &kc->shpool->mutex;
+    link->log = cycle->log;
+    link->loader = (ngx_worker == 0);
+
+    link->cmd.link = link;
+    link->cmd.name = "lease command";
+    link->sub.link = link;
+    link->sub.name = "lease subscriber";
+
+    ngx_queue_init(&link->pending);
+
+    link->tick.handler = ngx_omniroute_redis_lease_tick;
+    link->tick.data = link;
+    link->tick.log = cycle->log;
+    link->tick.cancelable = 1;
+
+    link->backoff = rmcf->backoff_min;
+    link->state = NGX_OMNIROUTE_LEASE_DOWN;
+
+    ngx_omniroute_redis_lease_link = link;
+    ngx_omniroute_lease_remote = &ngx_omniroute_redis_lease_remote;
+
+    ngx_omniroute_redis_lease_connect(link);
+
+    ngx_add_timer(&link->tick, NGX_OMNIROUTE_LEASE_TICK);
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_omniroute_redis_lease_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_omniroute_redis_lease_t  *link;
+
+    link = ngx_omniroute_redis_lease_link;
+
+    if (link == NULL) {
+        return;
+    }
+
+    link->exiting = 1;
+    ngx_omniroute_lease_remote = NULL;
+
+    if (link->tick.timer_set) {
+        ngx_del_timer(&link->tick);
+    }
+
+    /* pending calls are answered as failed by hiredis */
+
+    if (link->cmd.ac) {
+        redisAsyncFree(link->cmd.ac);
+    }
+
+    if (link->sub.ac) {
+        redisAsyncFree(link->sub.ac);
+    }
+
+    if (link->load_pool) {
+        ngx_destroy_pool(link->load_pool);
+        link->load_pool = NULL;
+    }
+
+    ngx_omniroute_redis_lease_link = NULL;
+}
+
+
+/* a lifecycle call from a request (or the admin API, done NULL) */
+
+static ngx_int_t
+ngx_omniroute_redis_lease_run(ngx_omniroute_lease_op_t *op,
+    ngx_omniroute_lease_done_pt done, void *data, void **handle)
+{
+    int                               argc;
+    u_char                           *p, gen[NGX_INT64_LEN], ttl[NGX_INT64_LEN],
+                                      retain[NGX_INT64_LEN];
+    char                              owner[2 * OR_LEASE_HASH_LEN + 1];
+    u_char                            elig[NGX_OMNIROUTE_LEASE_CONNS_MAX + 1];
+    size_t                            argvlen[NGX_OMNIROUTE_LEASE_ARGS];
+    ngx_uint_t                        i;
+    const char                       *argv[NGX_OMNIROUTE_LEASE_ARGS];
+    const char                       *action;
+    ngx_omniroute_lease_call_t       *call;
+    ngx_omniroute_redis_lease_t      *link;
+
+    link = ngx_omniroute_redis_lease_link;
+
+    if (link == NULL || link->state != NGX_OMNIROUTE_LEASE_UP
+        || link->cmd.ac == NULL || op->nconns > NGX_OMNIROUTE_LEASE_CONNS_MAX)
+    {
+        return NGX_DECLINED;
+    }
+
+    switch (op->action) {
+
+    case NGX_OMNIROUTE_LEASE_ACQUIRE:
+        action = op->rebind ? "rebind" : "acquire";
+        break;
+
+    case NGX_OMNIROUTE_LEASE_RENEW:
+        action = "renew";
+        break;
+
+    case NGX_OMNIROUTE_LEASE_RELEASE:
+        action = "release";
+        break;
+
+    default:
+        action = "revoke";
+        break;
+    }
+
+    call = ngx_alloc(sizeof(ngx_omniroute_lease_call_t), link->log);
+    if (call == NULL) {
+        return NGX_DECLINED;
+    }
+
+    call->link = link;
+    call->op = op;
+    call->done = done;
+    call->data = data;
+    call->sent = ngx_current_msec;
+    call->canceled = 0;
+
+    or_lease_hex(op->owner, owner);
+
+    argv[0] = "EVAL";
+    argv[1] = ngx_omniroute_redis_lease_script;
+    argv[2] = "0";
+    argv[3] = (const char *) link->rmcf->prefix.data;
+    argvlen[3] = link->rmcf->prefix.len;
+    argv[4] = (const char *) link->channel.data;
+    argvlen[4] = link->channel.len;
+    argv[5] = action;
+    argv[6] = owner;
+    argvlen[6] = 2 * OR_LEASE_HASH_LEN;
+    argv[7] = (const char *) op->key.data;
+    argvlen[7] = op->key.len;
+
+    p = ngx_sprintf(gen, "%uL", op->generation);
+    argv[8] = (const char *) gen;
+    argvlen[8] = p - gen;
+
+    p = ngx_sprintf(ttl, "%L", (int64_t) op->ttl);
+    argv[9] = (const char *) ttl;
+    argvlen[9] = p - ttl;
+
+    p = ngx_sprintf(retain, "%L", (int64_t) NGX_OMNIROUTE_LEASE_RETAIN);
+    argv[10] = (const char *) retain;
+    argvlen[10] = p - retain;
+
+    for (i = 0; i < op->nconns; i++) {
+        elig[i] = (op->eligible == NULL || op->eligible[i]) ? '1' : '0';
+        argv[12 + i] = (const char *) op->conns[i].data;
+        argvlen[12 + i] = op->conns[i].len;
+    }
+
+    elig[i] = '\0';
+    argv[11] = (const char *) elig;
+    argvlen[11] = op->nconns;
+
+    argvlen[0] = 4;
+    argvlen[1] = sizeof(ngx_omniroute_redis_lease_script) - 1;
+    argvlen[2] = 1;
+    argvlen[5] = ngx_strlen(action);
+
+    argc = 12 + (int) op->nconns;
+
+    if (redisAsyncCommandArgv(link->cmd.ac,
+                              ngx_omniroute_redis_lease_on_reply, call, argc,
+                              argv, argvlen)
+        != REDIS_OK)
+    {
+        ngx_free(call);
+        return NGX_DECLINED;
+    }
+
+    ngx_queue_insert_tail(&link->pending, &call->queue);
+
+    if (handle) {
+        *handle = call;
+    }
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_omniroute_redis_lease_cancel(void *handle)
+{
+    ngx_omniroute_lease_call_t  *call = handle;
+
+    if (call) {
+        call->canceled = 1;
+    }
+}
+
+
+/* the reply of a call: the lease applied to the zone, then the caller */
+
+static void
+ngx_omniroute_redis_lease_on_reply(redisAsyncContext *ac, void *r,
+    void *data)
+{
+    redisReply                   *reply = r;
+    ngx_omniroute_lease_call_t   *call = data;
+
+    redisReply                   *st, *v;
+    ngx_omniroute_lease_op_t     *op;
+    ngx_omniroute_redis_lease_t  *link;
+
+    link = call->link;
+    op = call->op;
+
+    ngx_queue_remove(&call->queue);
+
+    op->failed = 1;
+
+    if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1
+        && (reply->element[0]->type == REDIS_REPLY_STRING
+            || reply->element[0]->type == REDIS_REPLY_STATUS))
+    {
+        st = reply->element[0];
+        v = reply->elements > 1 ? reply->element[1] : NULL;
+
+        {
+            op->failed = 0;
+
+            if (st->len == 2 && ngx_strncmp(st->str, "OK", 2) == 0
+                && v && v->type == REDIS_REPLY_STRING
+                && ngx_omniroute_redis_lease_decode((u_char *) v->str,
+                                                    v->len, &op->lease)
+                   == NGX_OK)
+            {
+                op->rc = OR_LEASE_OK;
+
+                /* this node sees it at once, the others by the channel */
+
+                (void) ngx_omniroute_lease_apply(link->store, link->lock,
+                                                 &op->lease);
+
+            } else if (st->len == 9
+                       && ngx_strncmp(st->str, "NOT_FOUND", 9) == 0)
+            {
+                op->rc = OR_LEASE_NOT_FOUND;
+
+            } else if (st->len == 5 && ngx_strncmp(st->str, "STALE", 5) == 0)
+            {
+                op->rc = OR_LEASE_STALE;
+
+            } else if (st->len == 7
+                       && ngx_strncmp(st->str, "EXPIRED", 7) == 0)
+            {
+                op->rc = OR_LEASE_EXPIRED;
+
+            } else if (st->len == 8
+                       && ngx_strncmp(st->str, "CAPACITY", 8) == 0)
+            {
+                op->rc = OR_LEASE_CAPACITY;
+                op->retry = (v && v->type == REDIS_REPLY_STRING)
+                            ? ngx_atoi((u_char *) v->str, v->len) : 0;
+
+                if (op->retry < 0) {
+                    op->retry = 0;
+                }
+
+            } else {
+                op->failed = 1;
+            }
+        }
+
+    } else if (reply && reply->type == REDIS_REPLY_ERROR) {
+        ngx_log_error(NGX_LOG_ERR, link->log, 0,
+                      "omniroute redis lease: error reply: %*s",
+                      reply->len, reply->str);
+    }
+
+    if (call->done == NULL) {
+        ngx_free(op);
+
+    } else if (!call->canceled) {
+        call->done(call->data, op);
+    }
+
+    ngx_free(call);
+}
+
+
+/* "1 OWNERHEX KEY CONN GENERATION VERSION ACQUIRED BOUND EXPIRES STATE" */
+
+static ngx_int_t
+ngx_omniroute_redis_lease_decode(u_char *s, size_t len, or_lease_t *l)
+{
+    u_char     *p, *last, *f[10];
+    size_t      n[10];
+    int64_t     v;
+    ngx_uint_t  i, k;
+
+    p = s;
+    last = s + len;
+
+    for (i = 0; i < 10; i++) {
+        while (p < last && *p == ' ') {
+            p++;
+        }
+
+        if (p == last) {
+            return NGX_ERROR;
+        }
+
+        f[i] = p;
+
+        while (p < last && *p != ' ') {
+            p++;
+        }
+
+        n[i] = p - f[i];
+    }
+
+    if (p != last || n[0] != 1 || f[0][0] != '1'
+        || n[2] == 0 || n[2] > OR_LEASE_ID_MAX
+        || n[3] == 0 || n[3] > OR_LEASE_ID_MAX)
+    {
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(l, sizeof(or_lease_t));
+
+    if (!or_keys_hex32((const char *) f[1], n[1], l->owner)) {
+        return NGX_ERROR;
+    }
+
+    l->key_len = (uint16_t) n[2];
+    ngx_memcpy(l->key, f[2], n[2]);
+    l->conn_len = (uint16_t) n[3];
+    ngx_memcpy(l->conn, f[3], n[3]);
+
+    for (i = 4; i < 10; i++) {
+        v = 0;
+
+        for (k = 0; k < n[i]; k++) {
+            if (f[i][k] < '0' || f[i][k] > '9' || v > (INT64_MAX - 9) / 10) {
+                return NGX_ERROR;
+            }
+
+            v = v * 10 + (f[i][k] - '0');
+        }
+
+        switch (i) {
+        case 4: l->generation = (uint64_t) v; break;
+        case 5: l->version = (uint64_t) v; break;
+        case 6: l->acquired_at = v; break;
+        case 7: l->bound_at = v; break;
+        case 8: l->expires_at = v; break;
+        default: l->state = (v == 1) ? OR_LEASE_ACTIVE : OR_LEASE_GONE; break;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_omniroute_redis_lease_apply(ngx_omniroute_redis_lease_t *link, u_char *s,
+    size_t len)
+{
+    or_lease_t  l;
+
+    if (ngx_omniroute_redis_lease_decode(s, len, &l) != NGX_OK) {
+        ngx_log_error(NGX_LOG_WARN, link->log, 0,
+                      "omniroute redis lease: a lease that cannot be read");
+        return;
+    }
+
+    (void) ngx_omniroute_lease_apply(link->store, link->lock, &l);
+}
+
+
+/* connection management */
+
+static void
+ngx_omniroute_redis_lease_connect(ngx_omniroute_redis_lease_t *link)
+{
+    u_char                            db[NGX_INT_T_LEN];
+    const char                       *argv[2];
+    size_t                            argvlen[2];
+    ngx_uint_t                        i, n;
+    ngx_omniroute_lease_conn_t       *lc[2];
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    rmcf = link->rmcf;
+
+    link->state = NGX_OMNIROUTE_LEASE_CONNECTING;
+    link->state_at = ngx_current_msec;
+
+    lc[0] = &link->cmd;
+    lc[1] = &link->sub;
+    n = link->loader ? 2 : 1;
+
+    for (i = 0; i < n; i++) {
+        if (ngx_omniroute_redis_lease_open(lc[i]) != NGX_OK) {
+            ngx_omniroute_redis_lease_fail(link, "could not connect");
+            return;
+        }
+
+        if (rmcf->password.len) {
+            argv[0] = "AUTH";
+            argvlen[0] = 4;
+            argv[1] = (const char *) rmcf->password.data;
+            argvlen[1] = rmcf->password.len;
+
+            if (redisAsyncCommandArgv(lc[i]->ac,
+                                      ngx_omniroute_redis_lease_on_ready,
+                                      (void *) "AUTH", 2, argv, argvlen)
+                != REDIS_OK)
+            {
+                ngx_omniroute_redis_lease_fail(link, "could not send AUTH");
+                return;
+            }
+        }
+
+        if (i == 0 && rmcf->db) {
+            argv[0] = "SELECT";
+            argvlen[0] = 6;
+            argv[1] = (const char *) db;
+            argvlen[1] = ngx_sprintf(db, "%i", rmcf->db) - db;
+
+            if (redisAsyncCommandArgv(lc[i]->ac,
+                                      ngx_omniroute_redis_lease_on_ready,
+                                      (void *) "SELECT", 2, argv, argvlen)
+                != REDIS_OK)
+            {
+                ngx_omniroute_redis_lease_fail(link,
+                                               "could not send SELECT");
+                return;
+            }
+        }
+    }
+
+    argv[0] = "PING";
+    argvlen[0] = 4;
+
+    if (redisAsyncCommandArgv(link->cmd.ac,
+                              ngx_omniroute_redis_lease_on_ready, NULL, 1,
+                              argv, argvlen)
+        != REDIS_OK)
+    {
+        ngx_omniroute_redis_lease_fail(link, "could not send PING");
+        return;
+    }
+
+    if (!link->loader) {
+        return;
+    }
+
+    argv[0] = "SUBSCRIBE";
+    argvlen[0] = 9;
+    argv[1] = (const char *) link->channel.data;
+    argvlen[1] = link->channel.len;
+
+    if (redisAsyncCommandArgv(link->sub.ac,
+                              ngx_omniroute_redis_lease_on_message, NULL, 2,
+                              argv, argvlen)
+        != REDIS_OK)
+    {
+        ngx_omniroute_redis_lease_fail(link, "could not send SUBSCRIBE");
+    }
+}
+
+
+static ngx_int_t
+ngx_omniroute_redis_lease_open(ngx_omniroute_lease_conn_t *lc)
+{
+    ngx_connection_t                 *c;
+    redisAsyncContext                *ac;
+    ngx_omniroute_redis_lease_t      *link;
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+
+    link = lc->link;
+    rmcf = link->rmcf;
+
+    lc->ready = 0;
+
+    if (rmcf->unix_path) {
+        ac = redisAsyncConnectUnix((const char *) rmcf->unix_path);
+
+    } else {
+        ac = redisAsyncConnect((const char *) rmcf->host, (int) rmcf->port);
+    }
+
+    if (ac == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (ac->err) {
+        redisAsyncFree(ac);
+        return NGX_ERROR;
+    }
+
+    c = ngx_get_connection(ac->c.fd, link->log);
+    if (c == NULL) {
+        redisAsyncFree(ac);
+        return NGX_ERROR;
+    }
+
+    c->data = lc;
+    c->read->handler = ngx_omniroute_redis_lease_read_handler;
+    c->write->handler = ngx_omniroute_redis_lease_write_handler;
+    c->read->log = c->log;
+    c->write->log = c->log;
+    c->number = ngx_atomic_fetch_add(ngx_connection_counter, 1);
+
+    lc->ac = ac;
+    lc->c = c;
+
+    ac->data = lc;
+    ac->ev.data = c;
+    ac->ev.addRead = ngx_omniroute_redis_lease_add_read;
+    ac->ev.delRead = ngx_omniroute_redis_lease_del_read;
+    ac->ev.addWrite = ngx_omniroute_redis_lease_add_write;
+    ac->ev.delWrite = ngx_omniroute_redis_lease_del_write;
+    ac->ev.cleanup = ngx_omniroute_redis_lease_cleanup;
+
+    (void) redisAsyncSetDisconnectCallback(ac,
+                                   ngx_omniroute_redis_lease_on_disconnect);
+    (void) redisAsyncSetConnectCallback(ac,
+                                        ngx_omniroute_redis_lease_on_connect);
+
+    return NGX_OK;
+}
+
+
+/*
+ * The link is down: both contexts are freed (their pending calls are
+ * answered as failed), a reconnection is due after a backoff with
+ * jitter.  Logged at most once per log_interval; never the password.
+ */
+
+static void
+ngx_omniroute_redis_lease_fail(ngx_omniroute_redis_lease_t *link,
+    const char *reason)
+{
+    ngx_msec_t  delay;
+
+    if (link->state == NGX_OMNIROUTE_LEASE_DOWN || link->exiting) {
+        return;
+    }
+
+    link->state = NGX_OMNIROUTE_LEASE_DOWN;
+    link->state_at = ngx_current_msec;
+    link->loading = 0;
+
+    if (link->logged_at == 0
+        || ngx_current_msec - link->logged_at >= link->rmcf->log_interval)
+    {
+        ngx_log_error(NGX_LOG_ERR, link->log, 0,
+                      "omniroute redis \"%V\": leases: %s; lease requests "
+                      "are refused until Redis is back",
+                      &link->rmcf->addr, reason);
+        link->logged_at = ngx_current_msec;
+    }
+
+    if (link->cmd.ac) {
+        redisAsyncFree(link->cmd.ac);
+    }
+
+    if (link->sub.ac) {
+        redisAsyncFree(link->sub.ac);
+    }
+
+    if (link->load_pool) {
+        ngx_destroy_pool(link->load_pool);
+        link->load_pool = NULL;
+    }
+
+    delay = link->backoff / 2 + (ngx_msec_t) ngx_random()
+                                % (link->backoff / 2 + 1);
+
+    link->retry_at = ngx_current_msec + delay;
+    link->backoff = ngx_min(link->backoff * 2, link->rmcf->backoff_max);
+}
+
+
+static void
+ngx_omniroute_redis_lease_tick(ngx_event_t *ev)
+{
+    ngx_omniroute_redis_lease_t *link = ev->data;
+
+    ngx_msec_t                   now;
+    ngx_queue_t                 *q;
+    ngx_omniroute_lease_call_t  *call;
+
+    if (link->exiting) {
+        return;
+    }
+
+    now = ngx_current_msec;
+
+    switch (link->state) {
+
+    case NGX_OMNIROUTE_LEASE_DOWN:
+        if (!ngx_exiting && (ngx_msec_int_t) (now - link->retry_at) >= 0) {
+            ngx_omniroute_redis_lease_connect(link);
+        }
+
+        break;
+
+    case NGX_OMNIROUTE_LEASE_CONNECTING:
+        if (now - link->state_at >= link->rmcf->timeout) {
+            ngx_omniroute_redis_lease_fail(link, "timed out connecting");
+        }
+
+        break;
+
+    default: /* UP */
+
+        if (!ngx_queue_empty(&link->pending)) {
+            q = ngx_queue_head(&link->pending);
+            call = ngx_queue_data(q, ngx_omniroute_lease_call_t, queue);
+
+            if (now - call->sent >= link->rmcf->timeout) {
+                ngx_omniroute_redis_lease_fail(link, "no reply in time");
+                break;
+            }
+        }
+
+        if (link->loader && !link->loading && link->rmcf->resync
+            && (ngx_msec_int_t) (now - link->load_at) >= 0)
+        {
+            ngx_omniroute_redis_lease_scan(link);
+        }
+
+        break;
+    }
+
+    if (!link->exiting) {
+        ngx_add_timer(ev, NGX_OMNIROUTE_LEASE_TICK);
+    }
+}
+
+
+/* the full load: SCAN <prefix>lease:* and MGET, then the sweep */
+
+static void
+ngx_omniroute_redis_lease_scan(ngx_omniroute_redis_lease_t *link)
+{
+    u_char      *p, pattern[NGX_OMNIROUTE_REDIS_PREFIX_MAX + 16];
+    const char  *argv[6];
+    size_t       argvlen[6];
+
+    if (!link->loading) {
+        if (link->load_pool) {
+            ngx_destroy_pool(link->load_pool);
+        }
+
+        link->load_pool = ngx_create_pool(4096, link->log);
+
+        if (link->load_pool == NULL
+            || ngx_array_init(&link->loaded, link->load_pool, 8,
+                              sizeof(or_lease_t))
+               != NGX_OK)
+        {
+            ngx_omniroute_redis_lease_fail(link, "no memory for a load");
+            return;
+        }
+
+        link->loading = 1;
+        link->cursor[0] = '0';
+        link->cursor[1] = '\0';
+
+        /*
+         * Redis's clock first: a lease changed after it has a version
+         * of at least its milliseconds * 1000 (kept by the sweep even
+         * if the SCAN passed its keys before the change).
+         */
+
+        argv[0] = "TIME";
+        argvlen[0] = 4;
+
+        if (redisAsyncCommandArgv(link->cmd.ac,
+                                  ngx_omniroute_redis_lease_on_time, NULL,
+                                  1, argv, argvlen)
+            != REDIS_OK)
+        {
+            ngx_omniroute_redis_lease_fail(link, "could not send TIME");
+        }
+
+        return;
+    }
+
+    p = ngx_cpymem(pattern, link->rmcf->prefix.data, link->rmcf->prefix.len);
+    p = ngx_cpymem(p, "lease:*", sizeof("lease:*") - 1);
+
+    argv[0] = "SCAN";
+    argvlen[0] = 4;
+    argv[1] = (const char *) link->cursor;
+    argvlen[1] = ngx_strlen(link->cursor);
+    argv[2] = "MATCH";
+    argvlen[2] = 5;
+    argv[3] = (const char *) pattern;
+    argvlen[3] = p - pattern;
+    argv[4] = "COUNT";
+    argvlen[4] = 5;
+    argv[5] = "512";
+    argvlen[5] = 3;
+
+    if (redisAsyncCommandArgv(link->cmd.ac, ngx_omniroute_redis_lease_on_scan,
+                              NULL, 6, argv, argvlen)
+        != REDIS_OK)
+    {
+        ngx_omniroute_redis_lease_fail(link, "could not send SCAN");
+    }
+}
+
+
+static void
+ngx_omniroute_redis_lease_on_time(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_lease_conn_t  *lc = ac->data;
+
+    ngx_int_t                     sec, usec;
+    ngx_omniroute_redis_lease_t  *link;
+
+    link = lc->link;
+
+    if (reply == NULL || !link->loading) {
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[1]->type != REDIS_REPLY_STRING)
+    {
+        ngx_omniroute_redis_lease_fail(link, "TIME failed");
+        return;
+    }
+
+    sec = ngx_atoi((u_char *) reply->element[0]->str,
+                   reply->element[0]->len);
+    usec = ngx_atoi((u_char *) reply->element[1]->str,
+                    reply->element[1]->len);
+
+    if (sec == NGX_ERROR || usec == NGX_ERROR) {
+        ngx_omniroute_redis_lease_fail(link, "TIME failed");
+        return;
+    }
+
+    link->load_since = ((uint64_t) sec * 1000 + (uint64_t) usec / 1000)
+                       * 1000;
+
+    ngx_omniroute_redis_lease_scan(link);
+}
+
+
+static void
+ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_lease_conn_t  *lc = ac->data;
+
+    size_t                        i;
+    ngx_uint_t                    n;
+    redisReply                   *keys;
+    const char                  **argv;
+    size_t                       *argvlen;
+    ngx_omniroute_redis_lease_t  *link;
+
+    link = lc->link;
+
+    if (reply == NULL || !link->loading) {
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[0]->len >= sizeof(link->cursor)
+        || reply->element[1]->type != REDIS_REPLY_ARRAY)
+    {
+        ngx_omniroute_redis_lease_fail(link, "SCAN failed");
+        return;
+    }
+
+    ngx_memcpy(link->cursor, reply->element[0]->str, reply->element[0]->len);
+    link->cursor[reply->element[0]->len] = '\0';
+
+    keys = reply->element[1];
+
+    if (keys->elements == 0) {
+        ngx_omniroute_redis_lease_on_mget(ac, NULL, link);
+        return;
+    }
+
+    argv = ngx_palloc(link->load_pool, (keys->elements + 1) * sizeof(char *));
+    argvlen = ngx_palloc(link->load_pool,
+                         (keys->elements + 1) * sizeof(size_t));
+
+    if (argv == NULL || argvlen == NULL) {
+        ngx_omniroute_redis_lease_fail(link, "no memory for a load");
+        return;
+    }
+
+    argv[0] = "MGET";
+    argvlen[0] = 4;
+    n = 1;
+
+    for (i = 0; i < keys->elements; i++) {
+        if (keys->element[i]->type != REDIS_REPLY_STRING) {
+            continue;
+        }
+
+        argv[n] = ngx_pnalloc(link->load_pool, keys->element[i]->len);
+        if (argv[n] == NULL) {
+            ngx_omniroute_redis_lease_fail(link, "no memory for a load");
+            return;
+        }
+
+        ngx_memcpy((u_char *) argv[n], keys->element[i]->str,
+                   keys->element[i]->len);
+        argvlen[n] = keys->element[i]->len;
+        n++;
+    }
+
+    if (redisAsyncCommandArgv(link->cmd.ac, ngx_omniroute_redis_lease_on_mget,
+                              link, (int) n, argv, argvlen)
+        != REDIS_OK)
+    {
+        ngx_omniroute_redis_lease_fail(link, "could not send MGET");
+    }
+}
+
+
+static void
+ngx_omniroute_redis_lease_on_mget(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                   *reply = r;
+    ngx_omniroute_redis_lease_t  *link = data;
+
+    size_t       i;
+    or_lease_t   l, *kept;
+    ngx_uint_t   dropped;
+    redisReply  *v;
+
+    if (!link->loading || link->state != NGX_OMNIROUTE_LEASE_UP) {
+        return;
+    }
+
+    if (reply && reply->type == REDIS_REPLY_ARRAY) {
+        for (i = 0; i < reply->elements; i++) {
+            v = reply->element[i];
+
+            /* the seq counter and keys expired since the SCAN */
+
+            if (v->type != REDIS_REPLY_STRING
+                || ngx_omniroute_redis_lease_decode((u_char *) v->str,
+                                                    v->len, &l)
+                   != NGX_OK)
+            {
+                continue;
+            }
+
+            (void) ngx_omniroute_lease_apply(link->store, link->lock, &l);
+
+            if (l.state == OR_LEASE_ACTIVE) {
+                kept = ngx_array_push(&link->loaded);
+                if (kept) {
+                    *kept = l;
+                }
+            }
+        }
+
+    } else if (reply) {
+        ngx_omniroute_redis_lease_fail(link, "MGET failed");
+        return;
+    }
+
+    if (ngx_strcmp(link->cursor, "0") != 0) {
+        ngx_omniroute_redis_lease_scan(link);
+        return;
+    }
+
+    /* Redis is the authority: what it does not hold is no lease */
+
+    dropped = ngx_omniroute_lease_sweep(link->store, link->lock,
+                                        ngx_omniroute_redis_lease_keep, link,
+                                        link->load_pool);
+
+    ngx_log_error(NGX_LOG_INFO, link->log, 0,
+                  "omniroute redis \"%V\": %ui leases loaded, %ui local ones "
+                  "dropped", &link->rmcf->addr, link->loaded.nelts, dropped);
+
+    link->loading = 0;
+    link->load_at = ngx_current_msec + link->rmcf->resync;
+
+    ngx_destroy_pool(link->load_pool);
+    link->load_pool = NULL;
+}
+
+
+/*
+ * After a load: a local lease is kept when Redis holds its owner, or when
+ * it changed after the load began (applied meanwhile).
+ */
+
+static ngx_uint_t
+ngx_omniroute_redis_lease_keep(or_lease_t *l, void *arg)
+{
+    ngx_omniroute_redis_lease_t *link = arg;
+
+    ngx_uint_t   i;
+    or_lease_t  *k;
+
+    if (l->version >= link->load_since) {
+        return 1;
+    }
+
+    k = link->loaded.elts;
+
+    for (i = 0; i < link->loaded.nelts; i++) {
+        if (ngx_memcmp(k[i].owner, l->owner, OR_LEASE_HASH_LEN) == 0) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+static void
+ngx_omniroute_redis_lease_up(ngx_omniroute_redis_lease_t *link)
+{
+    if (link->state != NGX_OMNIROUTE_LEASE_CONNECTING || !link->cmd.ready
+        || (link->loader && !link->sub.ready))
+    {
+        return;
+    }
+
+    link->state = NGX_OMNIROUTE_LEASE_UP;
+    link->state_at = ngx_current_msec;
+    link->backoff = link->rmcf->backoff_min;
+
+    if (link->logged_at) {
+        ngx_log_error(NGX_LOG_NOTICE, link->log, 0,
+                      "omniroute redis \"%V\": leases: link up",
+                      &link->rmcf->addr);
+        link->logged_at = 0;
+    }
+
+    if (link->loader) {
+        ngx_omniroute_redis_lease_scan(link);
+    }
+}
+
+
+/* hiredis callbacks */
+
+static void
+ngx_omniroute_redis_lease_on_connect(const redisAsyncContext *ac,
+    int status)
+{
+    ngx_omniroute_lease_conn_t  *lc = ac->data;
+
+    if (status == REDIS_OK) {
+        return;
+    }
+
+    /* hiredis frees the context when this returns */
+
+    lc->ac = NULL;
+
+    ngx_omniroute_redis_lease_fail(lc->link, "connection failed");
+}
+
+
+static void
+ngx_omniroute_redis_lease_on_disconnect(const redisAsyncContext *ac,
+    int status)
+{
+    ngx_omniroute_lease_conn_t  *lc = ac->data;
+
+    if (lc->link->exiting) {
+        return;
+    }
+
+    ngx_omniroute_redis_lease_fail(lc->link, "connection lost");
+}
+
+
+static void
+ngx_omniroute_redis_lease_on_ready(redisAsyncContext *ac, void *r,
+    void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_lease_conn_t  *lc = ac->data;
+
+    if (reply == NULL) {
+        return;
+    }
+
+    if (reply->type == REDIS_REPLY_ERROR) {
+        /* the reply never contains the password */
+        ngx_omniroute_redis_lease_fail(lc->link, data ? (char *) data
+                                                      : "PING failed");
+        return;
+    }
+
+    if (data != NULL) {
+        return;                 /* AUTH or SELECT */
+    }
+
+    lc->ready = 1;
+
+    ngx_omniroute_redis_lease_up(lc->link);
+}
+
+
+static void
+ngx_omniroute_redis_lease_on_message(redisAsyncContext *ac, void *r,
+    void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_lease_conn_t  *lc = ac->data;
+
+    redisReply  *type;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements < 3
+        || reply->element[0]->type != REDIS_REPLY_STRING)
+    {
+        return;
+    }
+
+    type = reply->element[0];
+
+    if (type->len == 7 && ngx_strncmp(type->str, "message", 7) == 0) {
+        if (reply->element[2]->type == REDIS_REPLY_STRING) {
+            ngx_omniroute_redis_lease_apply(lc->link,
+                                            (u_char *) reply->element[2]->str,
+                                            reply->element[2]->len);
+        }
+
+        return;
+    }
+
+    if (type->len == 9 && ngx_strncmp(type->str, "subscribe", 9) == 0) {
+        lc->ready = 1;
+        ngx_omniroute_redis_lease_up(lc->link);
+    }
+}
+
+
+/* the event adapter (as in ngx_omniroute_redis_link.c) */
+
+static void
+ngx_omniroute_redis_lease_add_read(void *privdata)
+{
+    ngx_connection_t  *c = privdata;
+
+    if (!c->read->active
+        && ngx_add_event(c->read, NGX_READ_EVENT,
+                         (ngx_event_flags & NGX_USE_CLEAR_EVENT)
+                         ? NGX_CLEAR_EVENT : NGX_LEVEL_EVENT)
+           != NGX_OK)
+    {
+        ngx_log_error(NGX_LOG_ERR, c->log, 0,
+                      "omniroute redis lease: could not add a read event");
+    }
+}
+
+
+static void
+ngx_omniroute_redis_lease_del_read(void *privdata)
+{
+    ngx_connection_t  *c = privdata;
+
+    if (c->read->active) {
+        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
+    }
+}
+
+
+static void
+ngx_omniroute_redis_lease_add_write(void *privdata)
+{
+    ngx_connection_t  *c = privdata;
+
+    if (!c->write->active
+        && ngx_add_event(c->write, NGX_WRITE_EVENT,
+                         (ngx_event_flags & NGX_USE_CLEAR_EVENT)
+                         ? NGX_CLEAR_EVENT : NGX_LEVEL_EVENT)
+           != NGX_OK)
+    {
+        ngx_log_error(NGX_LOG_ERR, c->log, 0,
+                      "omniroute redis lease: could not add a write event");
+    }
+}
+
+
+static void
+ngx_omniroute_redis_lease_del_write(void *privdata)
+{
+    ngx_connection_t  *c = privdata;
+
+    if (c->write->active) {
+        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
+    }
+}
+
+
+/* hiredis frees the context and closes the descriptor itself */
+
+static void
+ngx_omniroute_redis_lease_cleanup(void *privdata)
+{
+    ngx_connection_t  *c = privdata;
+
+    ngx_omniroute_lease_conn_t  *lc;
+
+    lc = c->data;
+
+    if (c->read->active) {
+        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
+    }
+
+    if (c->write->active) {
+        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
+    }
+
+    if (c->read->timer_set) {
+        ngx_del_timer(c->read);
+    }
+
+    if (c->write->timer_set) {
+        ngx_del_timer(c->write);
+    }
+
+    if (c->read->posted) {
+        ngx_delete_posted_event(c->read);
+    }
+
+    if (c->write->posted) {
+        ngx_delete_posted_event(c->write);
+    }
+
+    ngx_free_connection(c);
+    c->fd = (ngx_socket_t) -1;
+
+    lc->c = NULL;
+    lc->ac = NULL;
+    lc->ready = 0;
+}
+
+
+static void
+ngx_omniroute_redis_lease_read_handler(ngx_event_t *rev)
+{
+    ngx_connection_t  *c = rev->data;
+
+    int                          n;
+    ngx_socket_t                 fd;
+    ngx_omniroute_lease_conn_t  *lc;
+
+    lc = c->data;
+
+    /* edge-triggered: read until the socket is empty */
+
+    for ( ;; ) {
+        fd = c->fd;
+
+        redisAsyncHandleRead(lc->ac);
+
+        if (lc->c != c) {
+            return;             /* freed meanwhile */
+        }
+
+        if (ioctl(fd, FIONREAD, &n) == -1 || n <= 0) {
+            return;
+        }
+    }
+}
+
+
+static void
+ngx_omniroute_redis_lease_write_handler(ngx_event_t *wev)
+{
+    ngx_connection_t  *c = wev->data;
+
+    ngx_omniroute_lease_conn_t  *lc;
+
+    lc = c->data;
+
+    redisAsyncHandleWrite(lc->ac);
+}

@@ -1,0 +1,507 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * Client keys (R-LEASE-1).  When a location has client keys (declared
+ * with omniroute_client_key; omniroute_client_keys off or a list of ids
+ * per location), a request must present one as "Authorization: Bearer
+ * KEY" (OpenAI SDKs) or "x-api-key: KEY" (Anthropic SDKs): the key is
+ * hashed (SHA-256) and compared with every declared hash in constant
+ * time; no key or a wrong one is answered 401 before the body is read.
+ * Then the key's limits: the location (403 key_not_allowed) and path
+ * prefixes (403 path_not_allowed) before the body, its models once the
+ * body is scanned (403 model_not_allowed), its connections filter the
+ * model's routes (403 connection_not_allowed when none is left).  A key
+ * never reaches a provider (headers.c) nor a log: $omniroute_client_key
+ * is the key's id, and so are the metrics' labels.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute_request.h"
+
+
+static ngx_table_elt_t *ngx_omniroute_auth_header(ngx_http_request_t *r,
+    const char *lowcase, size_t len);
+static ngx_int_t ngx_omniroute_auth_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_omniroute_auth_log(ngx_http_request_t *r);
+static void ngx_omniroute_auth_count(ngx_omniroute_main_conf_t *omcf,
+    ngx_uint_t reason);
+
+
+static ngx_http_variable_t  ngx_omniroute_auth_vars[] = {
+
+    { ngx_string("omniroute_client_key"), NULL, ngx_omniroute_auth_variable,
+      0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+      ngx_http_null_variable
+};
+
+
+/* the gateway's request context, made here, and its client key */
+
+ngx_int_t
+ngx_omniroute_auth_start(ngx_http_request_t *r)
+{
+    ngx_omniroute_ctx_t  *ctx;
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->request = r;
+    ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+
+    ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
+
+    return ngx_omniroute_auth(r, ctx);
+}
+
+
+ngx_int_t
+ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    u_char                      *msg, md[32];
+    size_t                       len;
+    ngx_str_t                    token;
+    const char                  *tok;
+    ngx_table_elt_t             *h;
+    ngx_omniroute_keys_loc_t    *kl;
+    ngx_omniroute_keys_conf_t   *kc;
+    ngx_omniroute_main_conf_t   *omcf;
+    ngx_omniroute_client_key_t  *key;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+    kc = omcf->keys;
+    kl = ctx->lcf->client_keys;
+
+    if (kc == NULL || kc->keys.nelts == 0
+        || (kl && kl->mode == NGX_OMNIROUTE_KEYS_OFF))
+    {
+        return NGX_DECLINED;
+    }
+
+    ngx_str_null(&token);
+
+    h = r->headers_in.authorization;
+
+    if (h && or_keys_bearer((const char *) h->value.data, h->value.len,
+                            &tok, &len))
+    {
+        token.data = (u_char *) tok;
+        token.len = len;
+
+    } else {
+        h = ngx_omniroute_auth_header(r, "x-api-key", 9);
+
+        if (h) {
+            token = h->value;
+
+            while (token.len && token.data[token.len - 1] == ' ') {
+                token.len--;
+            }
+        }
+    }
+
+    if (token.len == 0) {
+        ngx_omniroute_auth_count(omcf, NGX_OMNIROUTE_AUTH_MISSING);
+
+        return ngx_omniroute_auth_reject(r, NGX_HTTP_UNAUTHORIZED,
+                                         "invalid_api_key",
+                                         "missing API key: send it as "
+                                         "\"Authorization: Bearer KEY\" or "
+                                         "\"x-api-key: KEY\"");
+    }
+
+    key = NULL;
+
+    if (ngx_omniroute_sha256(token.data, token.len, md) == NGX_OK) {
+        key = ngx_omniroute_keys_find(kc, md);
+    }
+
+    if (key == NULL) {
+        ngx_omniroute_auth_count(omcf, NGX_OMNIROUTE_AUTH_INVALID);
+
+        /* the presented value is never logged */
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "omniroute: invalid client key");
+
+        return ngx_omniroute_auth_reject(r, NGX_HTTP_UNAUTHORIZED,
+                                         "invalid_api_key",
+                                         "invalid API key");
+    }
+
+    ctx->auth = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_auth_t));
+    if (ctx->auth == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->auth->key = key;
+
+    if (kl && kl->allow && !ngx_omniroute_bit(kl->allow, key->index)) {
+        msg = ngx_pnalloc(r->pool, key->id.len + 64);
+        if (msg == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ngx_sprintf(msg, "the key \"%V\" may not be used here%Z", &key->id);
+
+        return ngx_omniroute_auth_reject(r, NGX_HTTP_FORBIDDEN,
+                                         "key_not_allowed", (char *) msg);
+    }
+
+    /* the normalized URI: dot segments resolved, escapes decoded */
+
+    if (!or_keys_match_path(key->paths.elts, key->paths.nelts,
+                            (const char *) r->uri.data, r->uri.len))
+    {
+        msg = ngx_pnalloc(r->pool, key->id.len + r->uri.len + 64);
+        if (msg == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ngx_sprintf(msg, "the key \"%V\" may not use the path \"%V\"%Z",
+                    &key->id, &r->uri);
+
+        return ngx_omniroute_auth_reject(r, NGX_HTTP_FORBIDDEN,
+                                         "path_not_allowed", (char *) msg);
+    }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute: client key \"%V\"", &key->id);
+
+    if (ctx->lcf->pass_uri.len == 0) {
+        /* the lease endpoint reads its lease from the body */
+        return NGX_DECLINED;
+    }
+
+    return ngx_omniroute_lease_auth(r, ctx);
+}
+
+
+/*
+ * A refusal before the body is read: the body is discarded, the answer
+ * is JSON in the OpenAI shape; a 401 says how to authenticate.
+ */
+
+ngx_int_t
+ngx_omniroute_auth_reject(ngx_http_request_t *r, ngx_uint_t status,
+    const char *code, const char *message)
+{
+    ngx_int_t                  rc;
+    ngx_str_t                  name, value;
+    const char                *type;
+    ngx_omniroute_loc_conf_t  *olcf;
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+
+    if (olcf->pass_uri.len) {
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_CLIENT_ERROR);
+    }
+
+    if (status == NGX_HTTP_UNAUTHORIZED) {
+        ngx_str_set(&name, "WWW-Authenticate");
+        ngx_str_set(&value, "Bearer realm=\"omniroute\"");
+
+        if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+
+    /* as OpenAI answers them (an invalid key too) */
+
+    type = (status == NGX_HTTP_TOO_MANY_REQUESTS) ? "rate_limit_error"
+           : (status >= NGX_HTTP_INTERNAL_SERVER_ERROR) ? "server_error"
+           : "invalid_request_error";
+
+    return ngx_omniroute_send_error(r, status, type, code, message);
+}
+
+
+/* the key's models: the name the client asked for (an alias or combo) */
+
+ngx_int_t
+ngx_omniroute_auth_model(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    u_char                      *msg;
+    ngx_omniroute_client_key_t  *key;
+
+    if (ctx->auth == NULL || r->method != NGX_HTTP_POST) {
+        /* a GET passed through is no model's (omniroute_models pass=) */
+        return NGX_OK;
+    }
+
+    key = ctx->auth->key;
+
+    if (or_keys_match_name(key->models.elts, key->models.nelts,
+                           (const char *) ctx->model.data, ctx->model.len))
+    {
+        return NGX_OK;
+    }
+
+    msg = ngx_pnalloc(r->pool, key->id.len + ctx->model.len + 64);
+    if (msg == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ngx_sprintf(msg, "the key \"%V\" may not use the model \"%V\"%Z",
+                &key->id, &ctx->model);
+
+    return ngx_omniroute_reject(ctx, NGX_HTTP_FORBIDDEN, "model_not_allowed",
+                                (char *) msg);
+}
+
+
+/*
+ * The routes this request may take: those on the key's connections; for
+ * a managed request, those on the connection its lease holds.
+ */
+
+ngx_int_t
+ngx_omniroute_auth_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    u_char                      *msg;
+    ngx_uint_t                   i, n, ok;
+    ngx_omniroute_auth_t        *auth;
+    ngx_omniroute_route_t       *routes;
+    ngx_omniroute_connection_t  *conn;
+    ngx_omniroute_main_conf_t   *omcf;
+
+    auth = ctx->auth;
+
+    if (auth == NULL || (!auth->managed && auth->key->conns == NULL)) {
+        return NGX_OK;
+    }
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    routes = NULL;
+    n = 0;
+
+    for (i = 0; i < ctx->nroutes; i++) {
+        conn = ctx->routes[i].conn;
+
+        ok = ngx_omniroute_keys_conn_allowed(auth->key, omcf, conn);
+
+        if (ok && auth->managed) {
+            ok = (conn->id.len == auth->lease.conn_len
+                  && ngx_memcmp(conn->id.data, auth->lease.conn,
+                                conn->id.len) == 0);
+        }
+
+        if (!ok) {
+            if (routes == NULL) {
+                /* the first one left out: copy those kept so far */
+
+                routes = ngx_palloc(r->pool, ctx->nroutes
+                                             * sizeof(ngx_omniroute_route_t));
+                if (routes == NULL) {
+                    return NGX_HTTP_INTERNAL_SERVER_ERROR;
+                }
+
+                ngx_memcpy(routes, ctx->routes,
+                           n * sizeof(ngx_omniroute_route_t));
+            }
+
+            continue;
+        }
+
+        if (routes) {
+            routes[n] = ctx->routes[i];
+        }
+
+        n++;
+    }
+
+    if (routes == NULL) {
+        return NGX_OK;
+    }
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute: key \"%V\" keeps %ui of %ui routes",
+                   &auth->key->id, n, ctx->nroutes);
+
+    if (n == 0) {
+        msg = ngx_pnalloc(r->pool, auth->key->id.len + ctx->model.len
+                                   + OR_LEASE_ID_MAX + 96);
+        if (msg == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        if (auth->managed) {
+            ngx_sprintf(msg, "the connection \"%*s\" of the lease does not "
+                        "serve the model \"%V\"%Z",
+                        (size_t) auth->lease.conn_len, auth->lease.conn,
+                        &ctx->model);
+
+            return ngx_omniroute_reject(ctx, NGX_HTTP_CONFLICT,
+                                        "lease_connection_mismatch",
+                                        (char *) msg);
+        }
+
+        ngx_sprintf(msg, "the key \"%V\" may not use any connection that "
+                    "serves the model \"%V\"%Z", &auth->key->id,
+                    &ctx->model);
+
+        return ngx_omniroute_reject(ctx, NGX_HTTP_FORBIDDEN,
+                                    "connection_not_allowed", (char *) msg);
+    }
+
+    ctx->routes = routes;
+    ctx->nroutes = n;
+
+    return NGX_OK;
+}
+
+
+static ngx_table_elt_t *
+ngx_omniroute_auth_header(ngx_http_request_t *r, const char *lowcase,
+    size_t len)
+{
+    ngx_table_elt_t            *h;
+    ngx_omniroute_list_iter_t   it;
+
+    ngx_omniroute_list_start(&it, &r->headers_in.headers);
+
+    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
+        if (h->hash && h->key.len == len
+            && ngx_strncmp(h->lowcase_key, lowcase, len) == 0)
+        {
+            return h;
+        }
+    }
+
+    return NULL;
+}
+
+
+ngx_int_t
+ngx_omniroute_auth_add_variables(ngx_conf_t *cf)
+{
+    ngx_http_variable_t  *var, *v;
+
+    for (v = ngx_omniroute_auth_vars; v->name.len; v++) {
+        var = ngx_http_add_variable(cf, &v->name, v->flags);
+        if (var == NULL) {
+            return NGX_ERROR;
+        }
+
+        var->get_handler = v->get_handler;
+        var->data = v->data;
+    }
+
+    return NGX_OK;
+}
+
+
+/* $omniroute_client_key: the id of the request's key, never the key */
+
+static ngx_int_t
+ngx_omniroute_auth_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_omniroute_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r->main, ngx_http_omniroute_module);
+
+    if (ctx == NULL || ctx->auth == NULL) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    v->data = ctx->auth->key->id.data;
+    v->len = ctx->auth->key->id.len;
+    v->valid = 1;
+    v->no_cacheable = 1;
+    v->not_found = 0;
+
+    return NGX_OK;
+}
+
+
+/* with client keys, a log phase handler counts each key's requests */
+
+ngx_int_t
+ngx_omniroute_auth_init(ngx_conf_t *cf)
+{
+    ngx_http_handler_pt        *h;
+    ngx_http_core_main_conf_t  *cmcf;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_omniroute_module);
+
+    if (omcf->keys == NULL || omcf->keys->keys.nelts == 0) {
+        return NGX_OK;
+    }
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    *h = ngx_omniroute_auth_log;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_auth_log(ngx_http_request_t *r)
+{
+    ngx_uint_t                  status, class;
+    ngx_omniroute_ctx_t        *ctx;
+    ngx_omniroute_keys_conf_t  *kc;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    if (r != r->main) {
+        return NGX_OK;
+    }
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    if (ctx == NULL || ctx->auth == NULL) {
+        return NGX_OK;
+    }
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+    kc = omcf->keys;
+
+    if (kc == NULL || kc->sh == NULL
+        || ctx->auth->key->slot >= NGX_OMNIROUTE_KEYS_MAX)
+    {
+        return NGX_OK;
+    }
+
+    status = r->err_status ? r->err_status : r->headers_out.status;
+    class = status / 100;
+
+    if (class < 1 || class > NGX_OMNIROUTE_KEYS_CLASSES) {
+        class = 4;          /* no answer: the client went away (499) */
+    }
+
+    (void) ngx_atomic_fetch_add(
+               &kc->sh->keys[ctx->auth->key->slot].requests[class - 1], 1);
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_omniroute_auth_count(ngx_omniroute_main_conf_t *omcf, ngx_uint_t reason)
+{
+    if (omcf->keys->sh) {
+        (void) ngx_atomic_fetch_add(&omcf->keys->sh->auth[reason], 1);
+    }
+}
