@@ -175,56 +175,8 @@ ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "omniroute: client key \"%V\"", &key->id);
 
-    if (ctx->lcf->pass_uri.len == 0) {
-        /* the lease endpoint reads its lease from the body */
-        return NGX_DECLINED;
-    }
-
-    return ngx_omniroute_lease_auth(r, ctx);
-}
-
-
-/*
- * A refusal before the body is read: the body is discarded, the answer
- * is JSON in the OpenAI shape; a 401 says how to authenticate.
- */
-
-ngx_int_t
-ngx_omniroute_auth_reject(ngx_http_request_t *r, ngx_uint_t status,
-    const char *code, const char *message)
-{
-    ngx_int_t                  rc;
-    ngx_str_t                  name, value;
-    const char                *type;
-    ngx_omniroute_loc_conf_t  *olcf;
-
-    rc = ngx_http_discard_request_body(r);
-    if (rc != NGX_OK) {
-        return rc;
-    }
-
-    olcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
-
-    if (olcf->pass_uri.len) {
-        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_CLIENT_ERROR);
-    }
-
-    if (status == NGX_HTTP_UNAUTHORIZED) {
-        ngx_str_set(&name, "WWW-Authenticate");
-        ngx_str_set(&value, "Bearer realm=\"omniroute\"");
-
-        if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-    }
-
-    /* as OpenAI answers them (an invalid key too) */
-
-    type = (status == NGX_HTTP_TOO_MANY_REQUESTS) ? "rate_limit_error"
-           : (status >= NGX_HTTP_INTERNAL_SERVER_ERROR) ? "server_error"
-           : "invalid_request_error";
-
-    return ngx_omniroute_send_error(r, status, type, code, message);
+    /* a managed request's lease headers: lease.c, called next */
+    return NGX_DECLINED;
 }
 
 

@@ -233,15 +233,24 @@ ngx_omniroute_models_tail(ngx_http_request_t *r,
 ngx_int_t
 ngx_omniroute_handler(ngx_http_request_t *r)
 {
-    ngx_int_t  rc;
+    ngx_int_t             rc;
+    ngx_omniroute_ctx_t  *ctx;
 
     if (r != r->main) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    /* client keys, their paths, lease headers: first (auth.c) */
+    /* client keys, their paths, lease headers: first (auth.c, lease.c) */
 
     rc = ngx_omniroute_auth_start(r);
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    if (rc == NGX_DECLINED && ctx && ctx->auth) {
+        /* a client key applies: the lease headers of a managed request */
+        rc = ngx_omniroute_lease_auth(r, ctx);
+    }
+
     if (rc != NGX_DECLINED) {
         return rc;
     }

@@ -246,15 +246,16 @@ ngx_omniroute_nothing_now(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         return;
     }
 
+    /* exclusive leases held the free ones: their 429 (lease.c) */
+
+    lrc = ngx_omniroute_lease_unavailable(r, ctx);
+
+    if (lrc != NGX_DECLINED) {
+        ngx_http_finalize_request(r, lrc);
+        return;
+    }
+
     if (rc == OR_WAIT_REFUSE) {
-        /* exclusive leases held the free ones: their 429 (lease.c) */
-        lrc = ngx_omniroute_lease_unavailable(r, ctx);
-
-        if (lrc != NGX_DECLINED) {
-            ngx_http_finalize_request(r, lrc);
-            return;
-        }
-
         ngx_http_finalize_request(r,
                                   ngx_omniroute_send_rate_limited(r, ctx, ms));
         return;

@@ -200,6 +200,50 @@ ngx_omniroute_json_error_page(ngx_http_request_t *r)
 }
 
 
+/*
+ * A refusal before the body is read: the body is discarded, the answer
+ * is JSON in the OpenAI shape; a 401 says how to authenticate.
+ */
+
+ngx_int_t
+ngx_omniroute_auth_reject(ngx_http_request_t *r, ngx_uint_t status,
+    const char *code, const char *message)
+{
+    ngx_int_t                  rc;
+    ngx_str_t                  name, value;
+    const char                *type;
+    ngx_omniroute_loc_conf_t  *olcf;
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+
+    if (olcf->pass_uri.len) {
+        ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_CLIENT_ERROR);
+    }
+
+    if (status == NGX_HTTP_UNAUTHORIZED) {
+        ngx_str_set(&name, "WWW-Authenticate");
+        ngx_str_set(&value, "Bearer realm=\"omniroute\"");
+
+        if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+
+    /* as OpenAI answers them (an invalid key too) */
+
+    type = (status == NGX_HTTP_TOO_MANY_REQUESTS) ? "rate_limit_error"
+           : (status >= NGX_HTTP_INTERNAL_SERVER_ERROR) ? "server_error"
+           : "invalid_request_error";
+
+    return ngx_omniroute_send_error(r, status, type, code, message);
+}
+
+
 /* a client error, answered by the body handler */
 
 ngx_int_t
@@ -491,17 +535,9 @@ ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx)
 {
     json_t      *doc, *list;
-    ngx_int_t    rc;
     or_msec_t    earliest;
     ngx_uint_t   status;
     const char  *code, *msg;
-
-    /* exclusive leases left the candidates out (lease.c) */
-
-    rc = ngx_omniroute_lease_unavailable(r, ctx);
-    if (rc != NGX_DECLINED) {
-        return rc;
-    }
 
     list = ngx_omniroute_excluded_json(r, ctx, &earliest);
     if (list == NULL) {
