@@ -22,12 +22,14 @@ my $m = $t->mock('p');
 my $KEY_FULL = 'sk-client-full-0123456789abcdef';
 my $KEY_HASH = 'sk-client-hash-0123456789abcdef';
 my $KEY_MSG = 'sk-client-msgs-0123456789abcdef';
+my $KEY_MODELS = 'sk-client-mods-0123456789abcdef';
 my $HASH = sha256_hex($KEY_HASH);
 
 $t->write_file('key-a1', "sk-up-a1\n");
 $t->write_file('key-a2', "sk-up-a2\n");
 $t->write_file('key-b1', "sk-up-b1\n");
 $t->write_file('client-full', "$KEY_FULL\n");
+$t->write_file('client-models', "$KEY_MODELS\n");
 $t->write_file('client-msg', "  $KEY_MSG  \n");
 $t->write_file('client-short', "short-key\n");
 
@@ -126,6 +128,8 @@ $t->config($COMMON . <<"EOF");
     omniroute_combo both alpha/gpt-4o-2024 beta/m;
 
     omniroute_client_key k-full file=%%TESTDIR%%/client-full;
+    omniroute_client_key k-models file=%%TESTDIR%%/client-models
+                         models=gpt-4o,both;
     omniroute_client_key k-hash sha256=$HASH
                          models=gpt-4o,alpha/*,both,beta-only
                          connections=a1 paths=/v1/chat/,/only/;
@@ -234,6 +238,18 @@ is_error($t->get($gw, '/v1/models'), 401, 'invalid_api_key',
 $r = $t->get($gw, '/v1/models', Authorization => "Bearer $KEY_FULL");
 is($r->{status}, 200, 'GET /v1/models with a key');
 like($r->{body}, qr/"gpt-4o"/, 'the list of models');
+
+# a key with models= sees only those (the list and one model)
+$r = $t->get($gw, '/v1/models', Authorization => "Bearer $KEY_MODELS");
+is($r->{status}, 200, 'GET /v1/models with a key limited to two models');
+is_deeply([sort map { $_->{id} } @{OmniTest::json($r)->{data}}],
+          ['both', 'gpt-4o'], 'only the models the key may ask for');
+is($t->get($gw, '/v1/models/beta-only',
+           Authorization => "Bearer $KEY_MODELS")->{status}, 404,
+   'another model is not found for that key');
+is($t->get($gw, '/v1/models/both',
+           Authorization => "Bearer $KEY_MODELS")->{status}, 200,
+   'one of its own is');
 
 $m->clear;
 

@@ -18,11 +18,17 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_request.h"
+#include "or_keys.h"
 
 
 static ngx_int_t ngx_omniroute_models_tail(ngx_http_request_t *r,
     ngx_omniroute_loc_conf_t *lcf, ngx_str_t *id);
 static ngx_int_t ngx_omniroute_models_add(ngx_array_t *ids, ngx_str_t *name);
+static ngx_uint_t ngx_omniroute_models_limited(ngx_http_request_t *r);
+static ngx_uint_t ngx_omniroute_models_allowed(ngx_http_request_t *r,
+    ngx_str_t *id);
+static ngx_int_t ngx_omniroute_models_of_key(ngx_http_request_t *r,
+    ngx_omniroute_main_conf_t *omcf);
 static json_t *ngx_omniroute_models_entry(ngx_omniroute_main_conf_t *omcf,
     ngx_str_t *id);
 static ngx_int_t ngx_omniroute_models_one(ngx_http_request_t *r,
@@ -296,6 +302,10 @@ ngx_omniroute_models_handler(ngx_http_request_t *r)
             return ngx_omniroute_models_one(r, omcf, &id);
         }
 
+        if (ngx_omniroute_models_limited(r)) {
+            return ngx_omniroute_models_of_key(r, omcf);
+        }
+
         return ngx_omniroute_models_send(r, &omcf->models_json);
     }
 
@@ -314,6 +324,78 @@ ngx_omniroute_models_handler(ngx_http_request_t *r)
 
     /* answered as JSON by ngx_omniroute_json_error_page() */
     return NGX_HTTP_NOT_ALLOWED;
+}
+
+
+/* the request's client key limits the models it may ask for */
+
+static ngx_uint_t
+ngx_omniroute_models_limited(ngx_http_request_t *r)
+{
+    ngx_omniroute_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    return ctx && ctx->auth && ctx->auth->key->models.nelts;
+}
+
+
+static ngx_uint_t
+ngx_omniroute_models_allowed(ngx_http_request_t *r, ngx_str_t *id)
+{
+    ngx_omniroute_ctx_t         *ctx;
+    ngx_omniroute_client_key_t  *key;
+
+    if (!ngx_omniroute_models_limited(r)) {
+        return 1;
+    }
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+    key = ctx->auth->key;
+
+    return or_keys_match_name(key->models.elts, key->models.nelts,
+                              (const char *) id->data, id->len);
+}
+
+
+/* the list of a key with models=: only the names it may ask for */
+
+static ngx_int_t
+ngx_omniroute_models_of_key(ngx_http_request_t *r,
+    ngx_omniroute_main_conf_t *omcf)
+{
+    json_t      *doc, *data, *entry;
+    ngx_str_t   *ids;
+    ngx_uint_t   i;
+
+    doc = json_object();
+    data = json_array();
+
+    if (doc == NULL || data == NULL
+        || json_object_set_new(doc, "object", json_string("list")) != 0
+        || json_object_set_new(doc, "data", data) != 0)
+    {
+        json_decref(doc);
+        json_decref(data);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ids = omcf->model_ids.elts;
+
+    for (i = 0; i < omcf->model_ids.nelts; i++) {
+        if (!ngx_omniroute_models_allowed(r, &ids[i])) {
+            continue;
+        }
+
+        entry = ngx_omniroute_models_entry(omcf, &ids[i]);
+
+        if (entry == NULL || json_array_append_new(data, entry) != 0) {
+            json_decref(doc);
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+
+    return ngx_omniroute_send_json(r, NGX_HTTP_OK, doc);
 }
 
 
@@ -343,7 +425,8 @@ ngx_omniroute_models_one(ngx_http_request_t *r,
 
     for (i = 0; i < omcf->model_ids.nelts; i++) {
         if (ids[i].len == name.len
-            && ngx_strncmp(ids[i].data, name.data, name.len) == 0)
+            && ngx_strncmp(ids[i].data, name.data, name.len) == 0
+            && ngx_omniroute_models_allowed(r, &ids[i]))
         {
             return ngx_omniroute_send_json(r, NGX_HTTP_OK,
                                  ngx_omniroute_models_entry(omcf, &ids[i]));
