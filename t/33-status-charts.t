@@ -184,6 +184,8 @@ like($dom, qr/<tr data-connection="x1"[^>]*><td>x1<\/td><td>xeta<\/td><td><span 
      'a terminal state is badged as needing an operator');
 like($dom, qr/<span class="operator">0 active, 0 cooling, 1 terminal<\/span>/,
      'and its provider\'s connections are marked');
+like($dom, qr{<table id="leases">.*?no active leases}s,
+     'the exclusive leases table (none here)');
 unlike($dom, qr/\Q$TOKEN\E/, 'the token is not in the page');
 
 # a screenshot: the chart colours are on it
