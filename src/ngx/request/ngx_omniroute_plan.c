@@ -226,6 +226,7 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
     or_msec_t                        now, retry;
     or_lockout_t                     lockout[NGX_OMNIROUTE_LOCKOUT_SCOPES];
     or_lockout_t                     rejected;
+    ngx_uint_t                       excluded;
     or_plan_view_t                   view;
     or_conn_state_t                  cs;
     or_exclusion_e                   excl;
@@ -287,13 +288,27 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
         }
 
         /*
+         * The breaker and the connection's state come first in the
+         * exclusion's precedence (or_plan_exclusion()): when either
+         * excludes the route, its lockouts cannot change the answer and
+         * are not read (a pool with cooling connections stays cheap).
+         */
+
+        excluded = (view.breaker
+                    && or_breaker_retry_after(view.breaker_conf,
+                                              view.breaker, now) > 0)
+                   || (view.conn && !or_cooldown_eligible(view.conn, now));
+
+        /*
          * A lockout that exists is in force until it expires, whether or
          * not the opt-in lockout is on: "enabled" decides which failures
          * lock a model; a rule's model scope locks one even when it is off
          * (or_outcome_writes()).
          */
 
-        if (!ngx_omniroute_store_empty(st, NGX_OMNIROUTE_T_LOCKOUT)) {
+        if (!excluded
+            && !ngx_omniroute_store_empty(st, NGX_OMNIROUTE_T_LOCKOUT))
+        {
             for (i = 0; i < NGX_OMNIROUTE_LOCKOUT_SCOPES; i++) {
                 if (route->lockout_key[i].len
                     && ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_LOCKOUT,
@@ -308,7 +323,7 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
             }
         }
 
-        if (route->lockout_key[0].len
+        if (!excluded && route->lockout_key[0].len
             && !ngx_omniroute_store_empty(st, NGX_OMNIROUTE_T_REJECTED)
             && ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_REJECTED,
                                         &route->lockout_key[0], &rejected,
