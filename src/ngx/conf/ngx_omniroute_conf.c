@@ -34,6 +34,8 @@ static ngx_int_t ngx_omniroute_parse_models(ngx_conf_t *cf,
     ngx_omniroute_connection_t *c, ngx_str_t *arg);
 static ngx_uint_t ngx_omniroute_conn_serves(ngx_omniroute_connection_t *c,
     ngx_str_t *model);
+static ngx_int_t ngx_omniroute_list_item(u_char **pp, u_char *last,
+    ngx_str_t *item);
 static ngx_int_t ngx_omniroute_valid_name(ngx_str_t *name);
 static ngx_int_t ngx_omniroute_valid_token(ngx_str_t *name);
 static ngx_int_t ngx_omniroute_valid_model(ngx_str_t *name);
@@ -743,9 +745,9 @@ static ngx_int_t
 ngx_omniroute_parse_model_caps(ngx_conf_t *cf, ngx_omniroute_connection_t *c,
     ngx_str_t *arg)
 {
-    u_char                     *p, *last, *item, *colon;
-    ngx_int_t                   n;
-    ngx_str_t                   model;
+    u_char                     *p, *last, *item, *end, *colon;
+    ngx_int_t                   n, rc;
+    ngx_str_t                   model, it;
     ngx_uint_t                  i;
     ngx_omniroute_model_cap_t  *mc, *old;
 
@@ -764,26 +766,23 @@ ngx_omniroute_parse_model_caps(ngx_conf_t *cf, ngx_omniroute_connection_t *c,
         goto invalid;
     }
 
-    while (p < last) {
-        item = p;
-
-        while (p < last && *p != ',') {
-            p++;
-        }
+    while ((rc = ngx_omniroute_list_item(&p, last, &it)) == NGX_OK) {
+        item = it.data;
+        end = it.data + it.len;
 
         colon = NULL;
 
-        for (model.data = item; model.data < p; model.data++) {
+        for (model.data = item; model.data < end; model.data++) {
             if (*model.data == ':') {
                 colon = model.data;
             }
         }
 
-        if (colon == NULL || colon == item || colon + 1 == p) {
+        if (colon == NULL || colon == item || colon + 1 == end) {
             goto invalid;
         }
 
-        n = ngx_atoi(colon + 1, p - colon - 1);
+        n = ngx_atoi(colon + 1, end - colon - 1);
         if (n == NGX_ERROR || n < 1 || n > 100000) {
             goto invalid;
         }
@@ -812,14 +811,10 @@ ngx_omniroute_parse_model_caps(ngx_conf_t *cf, ngx_omniroute_connection_t *c,
 
         mc->model = model;
         mc->cap = n;
+    }
 
-        if (p < last) {
-            p++;
-
-            if (p == last) {
-                goto invalid;
-            }
-        }
+    if (rc == NGX_ERROR) {
+        goto invalid;
     }
 
     return NGX_OK;
@@ -834,14 +829,53 @@ invalid:
 }
 
 
+/*
+ * The next item of a comma-separated list at *pp: NGX_OK (in *item),
+ * NGX_DONE at the end, NGX_ERROR for an empty item or a trailing comma.
+ */
+
+static ngx_int_t
+ngx_omniroute_list_item(u_char **pp, u_char *last, ngx_str_t *item)
+{
+    u_char  *p;
+
+    p = *pp;
+
+    if (p == last) {
+        return NGX_DONE;
+    }
+
+    item->data = p;
+
+    while (p < last && *p != ',') {
+        p++;
+    }
+
+    item->len = p - item->data;
+
+    if (item->len == 0) {
+        return NGX_ERROR;
+    }
+
+    if (p < last && ++p == last) {
+        return NGX_ERROR;
+    }
+
+    *pp = p;
+
+    return NGX_OK;
+}
+
+
 /* models=a,b: the upstream models the connection may serve (exact) */
 
 static ngx_int_t
 ngx_omniroute_parse_models(ngx_conf_t *cf, ngx_omniroute_connection_t *c,
     ngx_str_t *arg)
 {
-    u_char     *p, *last, *item;
-    ngx_str_t  *m;
+    u_char     *p, *last;
+    ngx_int_t   rc;
+    ngx_str_t  *m, it;
 
     if (c->models.elts == NULL
         && ngx_array_init(&c->models, cf->pool, 4, sizeof(ngx_str_t))
@@ -857,32 +891,17 @@ ngx_omniroute_parse_models(ngx_conf_t *cf, ngx_omniroute_connection_t *c,
         goto invalid;
     }
 
-    while (p < last) {
-        item = p;
-
-        while (p < last && *p != ',') {
-            p++;
-        }
-
-        if (p == item) {
-            goto invalid;
-        }
-
+    while ((rc = ngx_omniroute_list_item(&p, last, &it)) == NGX_OK) {
         m = ngx_array_push(&c->models);
         if (m == NULL) {
             return NGX_ERROR;
         }
 
-        m->data = item;
-        m->len = p - item;
+        *m = it;
+    }
 
-        if (p < last) {
-            p++;
-
-            if (p == last) {
-                goto invalid;
-            }
-        }
+    if (rc == NGX_ERROR) {
+        goto invalid;
     }
 
     return NGX_OK;
