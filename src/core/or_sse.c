@@ -226,6 +226,31 @@ or_sse_byte(or_sse_t *s, unsigned char c)
 }
 
 
+
+/* the value of 4 hex digits (a \u escape; other bytes count as 0) */
+
+static uint32_t
+or_sse_hex4(const char *q)
+{
+    int       i;
+    uint32_t  v;
+
+    v = 0;
+
+    for (i = 0; i < 4; i++, q++) {
+        v <<= 4;
+
+        if (*q >= '0' && *q <= '9') {
+            v |= *q - '0';
+
+        } else if ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'f') {
+            v |= (*q | 0x20) - 'a' + 10;
+        }
+    }
+
+    return v;
+}
+
 /* the field name is complete: which kind of line this is */
 
 static void
@@ -540,7 +565,6 @@ or_sj_strlen(const char *p, const char *e, int *complete)
 {
     long          n;
     unsigned      cp, lo;
-    const char   *q;
 
     *complete = 0;
 
@@ -577,36 +601,14 @@ or_sj_strlen(const char *p, const char *e, int *complete)
             return n;
         }
 
-        cp = 0;
-
-        for (q = p + 2; q < p + 6; q++) {
-            cp <<= 4;
-
-            if (*q >= '0' && *q <= '9') {
-                cp |= *q - '0';
-
-            } else if ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'f') {
-                cp |= (*q | 0x20) - 'a' + 10;
-            }
-        }
+        cp = or_sse_hex4(p + 2);
 
         p += 6;
 
         if (cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\'
             && p[1] == 'u')
         {
-            lo = 0;
-
-            for (q = p + 2; q < p + 6; q++) {
-                lo <<= 4;
-
-                if (*q >= '0' && *q <= '9') {
-                    lo |= *q - '0';
-
-                } else if ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'f') {
-                    lo |= (*q | 0x20) - 'a' + 10;
-                }
-            }
+            lo = or_sse_hex4(p + 2);
 
             if (lo >= 0xdc00 && lo <= 0xdfff) {
                 p += 6;
@@ -737,36 +739,14 @@ or_sj_decode(const char *p, const char *e, char *out, size_t size)
             break;
         }
 
-        cp = 0;
-
-        for (q = p + 2; q < p + 6; q++) {
-            cp <<= 4;
-
-            if (*q >= '0' && *q <= '9') {
-                cp |= *q - '0';
-
-            } else if ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'f') {
-                cp |= (*q | 0x20) - 'a' + 10;
-            }
-        }
+        cp = or_sse_hex4(p + 2);
 
         p += 6;
 
         if (cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\'
             && p[1] == 'u')
         {
-            lo = 0;
-
-            for (q = p + 2; q < p + 6; q++) {
-                lo <<= 4;
-
-                if (*q >= '0' && *q <= '9') {
-                    lo |= *q - '0';
-
-                } else if ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'f') {
-                    lo |= (*q | 0x20) - 'a' + 10;
-                }
-            }
+            lo = or_sse_hex4(p + 2);
 
             if (lo >= 0xdc00 && lo <= 0xdfff) {
                 p += 6;
