@@ -25,6 +25,8 @@
 #define OR_JSON_END         "unexpected end of input"
 #define OR_JSON_UNTERM      "unterminated string"
 
+#define or_json_min(a, b)  ((a) < (b) ? (a) : (b))
+
 
 typedef enum {
     OR_JSON_M_NONE = 0,
@@ -40,6 +42,10 @@ static const unsigned char *or_json_string(const unsigned char *p,
     const unsigned char *last, unsigned *escaped, const char **err);
 static const unsigned char *or_json_utf8(const unsigned char *p,
     const unsigned char *last, const char **err);
+static size_t or_json_utf8_check(const unsigned char *buf, size_t len,
+    size_t *lead, const char **err);
+static or_json_rc_e or_json_scan_text(const char *buf, size_t len,
+    or_json_scan_t *out);
 static const unsigned char *or_json_number(const unsigned char *p,
     const unsigned char *last, const char **err);
 static const unsigned char *or_json_literal(const unsigned char *p,
@@ -51,7 +57,11 @@ static int or_json_hex4(const unsigned char *p, uint32_t *cp);
 static unsigned char *or_json_utf8_put(unsigned char *d, uint32_t cp);
 
 
-/* 1: a byte that stands for itself inside a string (0x20-0x7f but '"', '\\') */
+/*
+ * 1: a byte that stands for itself inside a string: 0x20-0xff but '"'
+ * and '\\' (the UTF-8 of the whole document is checked in a pass of its
+ * own, or_json_utf8_check())
+ */
 static const unsigned char  or_json_plain[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -61,14 +71,14 @@ static const unsigned char  or_json_plain[256] = {
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
 };
 
 
@@ -106,8 +116,8 @@ or_json_ws(const unsigned char *p, const unsigned char *last)
 
 
 /*
- * Whether any of 8 bytes is '"', '\\', < 0x20 or >= 0x80 (SWAR: exact as
- * a yes/no answer, whatever the byte order).
+ * Whether any of 8 bytes is '"', '\\' or < 0x20 (SWAR: exact as a yes/no
+ * answer, whatever the byte order).
  */
 
 static int
@@ -120,21 +130,36 @@ or_json_word_special(uint64_t w)
 
     t = ((q - OR_JSON_ONES) & ~q)
         | ((b - OR_JSON_ONES) & ~b)
-        | ((w - OR_JSON_ONES * 0x20) & ~w)
-        | w;
+        | ((w - OR_JSON_ONES * 0x20) & ~w);
 
     return (t & OR_JSON_HIGH) != 0;
 }
 
 
 /*
- * How many bytes from p are plain string bytes (not '"', '\\', < 0x20 nor
- * >= 0x80): the long runs of text in agent bodies.  On x86 16, 32 or 64
- * bytes at a time, by what the processor has (asked once); a signed
- * compare below 0x20 catches both control bytes and non-ASCII ones.
+ * Plain string bytes (not '"', '\\' nor < 0x20): the long runs of text
+ * in agent bodies.  On x86 16 bytes at a time inline (SSE2 is in every
+ * x86-64), and a run longer than that goes on 32 or 64 bytes at a time
+ * by what the processor has (asked once).  An unsigned minimum finds the
+ * control bytes: min(v, 0x1f) == v for v < 0x20.
  */
 
 #if (OR_JSON_X86)
+
+static inline unsigned
+or_json_special16(const unsigned char *p)
+{
+    __m128i  v;
+
+    v = _mm_loadu_si128((const __m128i *) p);
+
+    return (unsigned) _mm_movemask_epi8(
+               _mm_or_si128(
+                   _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                   _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v)));
+}
+
 
 __attribute__((target("avx512bw")))
 static size_t
@@ -152,7 +177,7 @@ or_json_plain_run_avx512(const unsigned char *p, size_t n)
         v = _mm512_loadu_si512((const void *) (p + i));
         m = _mm512_cmpeq_epi8_mask(v, quote)
             | _mm512_cmpeq_epi8_mask(v, bslash)
-            | _mm512_cmplt_epi8_mask(v, space);
+            | _mm512_cmplt_epu8_mask(v, space);
 
         if (m) {
             return i + (size_t) __builtin_ctzll(m);
@@ -169,18 +194,19 @@ or_json_plain_run_avx2(const unsigned char *p, size_t n)
 {
     size_t     i;
     unsigned   m;
-    __m256i    v, quote, bslash, space;
+    __m256i    v, quote, bslash, ctl;
 
     quote = _mm256_set1_epi8('"');
     bslash = _mm256_set1_epi8('\\');
-    space = _mm256_set1_epi8(0x20);
+    ctl = _mm256_set1_epi8(0x1f);
 
     for (i = 0; i + 32 <= n; i += 32) {
         v = _mm256_loadu_si256((const __m256i *) (p + i));
         m = (unsigned) _mm256_movemask_epi8(
-                _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, quote),
-                                                _mm256_cmpeq_epi8(v, bslash)),
-                                _mm256_cmpgt_epi8(space, v)));
+                _mm256_or_si256(
+                    _mm256_or_si256(_mm256_cmpeq_epi8(v, quote),
+                                    _mm256_cmpeq_epi8(v, bslash)),
+                    _mm256_cmpeq_epi8(_mm256_min_epu8(v, ctl), v)));
         if (m) {
             return i + (size_t) __builtin_ctz(m);
         }
@@ -193,20 +219,12 @@ or_json_plain_run_avx2(const unsigned char *p, size_t n)
 static size_t
 or_json_plain_run_sse2(const unsigned char *p, size_t n)
 {
-    size_t     i;
-    unsigned   m;
-    __m128i    v, quote, bslash, space;
-
-    quote = _mm_set1_epi8('"');
-    bslash = _mm_set1_epi8('\\');
-    space = _mm_set1_epi8(0x20);
+    size_t    i;
+    unsigned  m;
 
     for (i = 0; i + 16 <= n; i += 16) {
-        v = _mm_loadu_si128((const __m128i *) (p + i));
-        m = (unsigned) _mm_movemask_epi8(
-                _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
-                                          _mm_cmpeq_epi8(v, bslash)),
-                             _mm_cmplt_epi8(v, space)));
+        m = or_json_special16(p + i);
+
         if (m) {
             return i + (size_t) __builtin_ctz(m);
         }
@@ -240,14 +258,6 @@ or_json_plain_run_first(const unsigned char *p, size_t n)
     return or_json_plain_run(p, n);
 }
 
-#else
-
-static size_t
-or_json_plain_run(const unsigned char *p, size_t n)
-{
-    return 0;       /* the 8-byte loop below does the work */
-}
-
 #endif
 
 
@@ -264,12 +274,33 @@ or_json_string(const unsigned char *p, const unsigned char *last,
     uint64_t       w;
     unsigned       esc;
     unsigned char  c;
+#if (OR_JSON_X86)
+    unsigned       m;
+#endif
+
     esc = 0;
 
     for ( ;; ) {
 
-        p += or_json_plain_run(p, (size_t) (last - p));
+#if (OR_JSON_X86)
 
+        while (last - p >= 16) {
+            m = or_json_special16(p);
+
+            if (m) {
+                p += __builtin_ctz(m);
+                goto special;
+            }
+
+            p += 16;
+
+            if (last - p >= 64) {
+                /* a long run: wider, if the processor can */
+                p += or_json_plain_run(p, (size_t) (last - p));
+            }
+        }
+
+#endif
 
         while (last - p >= 8) {
             memcpy(&w, p, 8);
@@ -291,6 +322,10 @@ or_json_string(const unsigned char *p, const unsigned char *last,
             *err = OR_JSON_UNTERM;
             return p;
         }
+
+#if (OR_JSON_X86)
+    special:
+#endif
 
         c = *p;
 
@@ -345,17 +380,262 @@ or_json_string(const unsigned char *p, const unsigned char *last,
             }
         }
 
-        if (c < 0x20) {
-            *err = "control character in string";
-            return p;
+        /* c < 0x20 */
+
+        *err = "control character in string";
+        return p;
+    }
+}
+
+
+#if (OR_JSON_X86)
+
+/*
+ * Whether buf[0, len) is valid UTF-8, 32 bytes at a time (AVX2): the
+ * lookup algorithm of Keiser and Lemire ("Validating UTF-8 in less than
+ * one instruction per byte", 2021).  Three 16-entry tables, indexed by
+ * the high and low nibble of each byte's predecessor and the high nibble
+ * of the byte, each give the error classes that pair of nibbles allows;
+ * a byte pair is wrong when all three agree.  Bytes that must be the
+ * third or fourth of a sequence are then checked to be continuations.
+ * ASCII blocks only check that no sequence was left open before them.
+ */
+
+#define OR_U8_TOO_SHORT     0x01    /* 11______ 0_______, 11______ 11______ */
+#define OR_U8_TOO_LONG      0x02    /* 0_______ 10______ */
+#define OR_U8_OVERLONG_3    0x04    /* 11100000 100_____ */
+#define OR_U8_TOO_LARGE     0x08    /* 11110100 1001____, ... */
+#define OR_U8_SURROGATE     0x10    /* 11101101 101_____ */
+#define OR_U8_OVERLONG_2    0x20    /* 1100000_ 10______ */
+#define OR_U8_TOO_LARGE_1000  0x40  /* 11110101 1000____, ... */
+#define OR_U8_OVERLONG_4    0x40    /* 11110000 1000____ */
+#define OR_U8_TWO_CONTS     0x80    /* 10______ 10______ */
+#define OR_U8_CARRY  (OR_U8_TOO_SHORT | OR_U8_TOO_LONG | OR_U8_TWO_CONTS)
+
+#define or_u8_table(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p)          \
+    or_u8_set(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p,                 \
+              a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p)
+
+#define or_u8_set(...)  or_u8_bytes((const unsigned char []) { __VA_ARGS__ })
+
+
+__attribute__((target("avx2")))
+static inline __m256i
+or_u8_bytes(const unsigned char *v)
+{
+    return _mm256_loadu_si256((const __m256i *) v);
+}
+
+
+__attribute__((target("avx2")))
+static int
+or_json_utf8_valid_avx2(const unsigned char *buf, size_t len)
+{
+    size_t    i;
+    __m256i   in, prev, shifted, prev1, prev2, prev3, sc, must23, err,
+              open, nib, t1h, t1l, t2h, most;
+    unsigned char  tail[32];
+
+    t1h = or_u8_table(
+        /* 0_______ ________: ASCII first */
+        OR_U8_TOO_LONG, OR_U8_TOO_LONG, OR_U8_TOO_LONG, OR_U8_TOO_LONG,
+        OR_U8_TOO_LONG, OR_U8_TOO_LONG, OR_U8_TOO_LONG, OR_U8_TOO_LONG,
+        /* 10______ ________: a continuation first */
+        OR_U8_TWO_CONTS, OR_U8_TWO_CONTS, OR_U8_TWO_CONTS, OR_U8_TWO_CONTS,
+        /* 1100____, 1101____: two-byte leads */
+        OR_U8_TOO_SHORT | OR_U8_OVERLONG_2,
+        OR_U8_TOO_SHORT,
+        /* 1110____: three-byte leads */
+        OR_U8_TOO_SHORT | OR_U8_OVERLONG_3 | OR_U8_SURROGATE,
+        /* 1111____: four-byte leads (and worse) */
+        OR_U8_TOO_SHORT | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000
+        | OR_U8_OVERLONG_4);
+
+    t1l = or_u8_table(
+        /* ____0000 */
+        OR_U8_CARRY | OR_U8_OVERLONG_3 | OR_U8_OVERLONG_2 | OR_U8_OVERLONG_4,
+        /* ____0001 */
+        OR_U8_CARRY | OR_U8_OVERLONG_2,
+        /* ____001_ */
+        OR_U8_CARRY,
+        OR_U8_CARRY,
+        /* ____0100 */
+        OR_U8_CARRY | OR_U8_TOO_LARGE,
+        /* ____0101, ____011_, ____1___ */
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000,
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000,
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000,
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000,
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000,
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000,
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000,
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000,
+        /* ____1101 */
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000
+        | OR_U8_SURROGATE,
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000,
+        OR_U8_CARRY | OR_U8_TOO_LARGE | OR_U8_TOO_LARGE_1000);
+
+    t2h = or_u8_table(
+        /* ________ 0_______: ASCII second */
+        OR_U8_TOO_SHORT, OR_U8_TOO_SHORT, OR_U8_TOO_SHORT, OR_U8_TOO_SHORT,
+        OR_U8_TOO_SHORT, OR_U8_TOO_SHORT, OR_U8_TOO_SHORT, OR_U8_TOO_SHORT,
+        /* ________ 1000____ */
+        OR_U8_TOO_LONG | OR_U8_OVERLONG_2 | OR_U8_TWO_CONTS
+        | OR_U8_OVERLONG_3 | OR_U8_TOO_LARGE_1000 | OR_U8_OVERLONG_4,
+        /* ________ 1001____ */
+        OR_U8_TOO_LONG | OR_U8_OVERLONG_2 | OR_U8_TWO_CONTS
+        | OR_U8_OVERLONG_3 | OR_U8_TOO_LARGE,
+        /* ________ 101_____ */
+        OR_U8_TOO_LONG | OR_U8_OVERLONG_2 | OR_U8_TWO_CONTS
+        | OR_U8_SURROGATE | OR_U8_TOO_LARGE,
+        OR_U8_TOO_LONG | OR_U8_OVERLONG_2 | OR_U8_TWO_CONTS
+        | OR_U8_SURROGATE | OR_U8_TOO_LARGE,
+        /* ________ 11______: a lead second */
+        OR_U8_TOO_SHORT, OR_U8_TOO_SHORT, OR_U8_TOO_SHORT, OR_U8_TOO_SHORT);
+
+    /* the largest last three bytes of a block that leave no sequence open */
+    most = or_u8_set(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                     0xff, 0xff, 0xff, 0xff, 0xff, 0xef, 0xdf, 0xbf);
+    nib = _mm256_set1_epi8(0x0f);
+
+    prev = _mm256_setzero_si256();
+    err = _mm256_setzero_si256();
+    open = _mm256_setzero_si256();
+
+    for (i = 0; i < len; i += 32) {
+
+        if (len - i >= 32) {
+            in = _mm256_loadu_si256((const __m256i *) (buf + i));
+
+        } else {
+            /* the last bytes, ASCII NULs after them: a sequence cut by
+             * the end is then too short */
+            memset(tail, 0, sizeof(tail));
+            memcpy(tail, buf + i, len - i);
+            in = _mm256_loadu_si256((const __m256i *) tail);
         }
 
+        if (_mm256_movemask_epi8(in) == 0) {
+            err = _mm256_or_si256(err, open);
+            prev = in;
+            continue;
+        }
+
+        shifted = _mm256_permute2x128_si256(prev, in, 0x21);
+        prev1 = _mm256_alignr_epi8(in, shifted, 15);
+        prev2 = _mm256_alignr_epi8(in, shifted, 14);
+        prev3 = _mm256_alignr_epi8(in, shifted, 13);
+
+        sc = _mm256_and_si256(
+                 _mm256_and_si256(
+                     _mm256_shuffle_epi8(t1h,
+                         _mm256_and_si256(_mm256_srli_epi16(prev1, 4), nib)),
+                     _mm256_shuffle_epi8(t1l, _mm256_and_si256(prev1, nib))),
+                 _mm256_shuffle_epi8(t2h,
+                     _mm256_and_si256(_mm256_srli_epi16(in, 4), nib)));
+
+        /* the third and fourth bytes of a sequence: 0x80 where expected */
+        must23 = _mm256_and_si256(
+                     _mm256_or_si256(
+                         _mm256_subs_epu8(prev2, _mm256_set1_epi8(0x60)),
+                         _mm256_subs_epu8(prev3, _mm256_set1_epi8(0x70))),
+                     _mm256_set1_epi8((char) 0x80));
+
+        err = _mm256_or_si256(err, _mm256_xor_si256(must23, sc));
+        open = _mm256_subs_epu8(in, most);
+        prev = in;
+
+        if (!_mm256_testz_si256(err, err)) {
+            return 0;
+        }
+    }
+
+    err = _mm256_or_si256(err, open);
+
+    return _mm256_testz_si256(err, err);
+}
+
+
+static int  or_json_avx2 = -1;
+
+#endif
+
+
+/*
+ * The UTF-8 of buf[0, len): the offset of the first byte that cannot
+ * belong to a valid sequence (*err set, *lead the offset of the sequence
+ * it breaks), else len.  JSON outside strings is ASCII, so the strings'
+ * UTF-8 is checked here for the whole document at once: ASCII goes 16 or
+ * 8 bytes at a time, each multi-byte sequence by or_json_utf8().
+ */
+
+static size_t
+or_json_utf8_check(const unsigned char *buf, size_t len, size_t *lead,
+    const char **err)
+{
+    uint64_t              w;
+    const unsigned char  *p, *q, *last;
+
+    p = buf;
+    last = buf + len;
+
+#if (OR_JSON_X86)
+
+    if (or_json_avx2 == -1) {
+        __builtin_cpu_init();
+        or_json_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    }
+
+    if (or_json_avx2 && or_json_utf8_valid_avx2(buf, len)) {
+        return len;
+    }
+
+    /* no AVX2, or an error: where it is, byte by byte */
+
+#endif
+
+    while (p < last) {
+
+#if (OR_JSON_X86)
+        while (last - p >= 16
+               && _mm_movemask_epi8(_mm_loadu_si128((const __m128i *) p))
+                  == 0)
+        {
+            p += 16;
+        }
+#endif
+
+        while (last - p >= 8) {
+            memcpy(&w, p, 8);
+
+            if (w & OR_JSON_HIGH) {
+                break;
+            }
+
+            p += 8;
+        }
+
+        while (p < last && *p < 0x80) {
+            p++;
+        }
+
+        if (p == last) {
+            break;
+        }
+
+        q = p;
         p = or_json_utf8(p, last, err);
 
         if (*err != NULL) {
-            return p;
+            *lead = q - buf;
+            return p - buf;
         }
     }
+
+    return len;
 }
 
 
@@ -589,8 +869,65 @@ or_json_type_of(unsigned char c)
 }
 
 
+/*
+ * The document's structure first (its strings' bytes >= 0x80 taken as
+ * they are), then the UTF-8 of the part of it that held: a UTF-8 error
+ * before the first structural one is the answer, as if both had been
+ * checked in one pass.
+ */
+
 or_json_rc_e
 or_json_scan(const char *buf, size_t len, or_json_scan_t *out)
+{
+    size_t         limit, at, lead;
+    const char    *err;
+    or_json_rc_e   rc;
+
+    rc = or_json_scan_text(buf, len, out);
+
+    if (rc == OR_JSON_EMPTY) {
+        return rc;
+    }
+
+    limit = (rc == OR_JSON_SYNTAX || rc == OR_JSON_TOO_DEEP)
+            ? out->error_at : len;
+
+    /* a sequence cut by the structural error is looked at to its end */
+
+    err = NULL;
+    at = or_json_utf8_check((const unsigned char *) buf,
+                            or_json_min(len, limit + 3), &lead, &err);
+
+    if (err == NULL || at > limit || (at == limit && lead == at)) {
+        /*
+         * Valid, or broken only past the structural error, or at the very
+         * byte the structure refused: the structural answer stands.
+         */
+        return rc;
+    }
+
+    if (at == len && rc == OR_JSON_SYNTAX && out->error_at == len) {
+        /* cut by the end of input: "unterminated string" stands */
+        return rc;
+    }
+
+    out->error_at = at;
+    out->error = err;
+
+    if (out->model.end > at) {
+        memset(&out->model, 0, sizeof(or_json_value_t));
+    }
+
+    if (out->stream.end > at) {
+        memset(&out->stream, 0, sizeof(or_json_value_t));
+    }
+
+    return OR_JSON_SYNTAX;
+}
+
+
+static or_json_rc_e
+or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out)
 {
     int                   in_object, top_object, model_seen, dup;
     size_t                depth, dup_at;

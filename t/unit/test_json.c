@@ -815,6 +815,98 @@ tj_names(void)
 }
 
 
+/*
+ * UTF-8 inside long strings: every sequence length, valid and broken, at
+ * every offset of a 32-byte block (the vector check works by blocks, the
+ * error is then found byte by byte), and cut by a block's end.
+ */
+
+static void
+tj_utf8_blocks(void)
+{
+    size_t          i, j, len, at;
+    char            doc[256];
+    or_json_scan_t  s;
+
+    static const struct {
+        const char  *seq;
+        size_t       len;
+        int          valid;
+        size_t       bad;       /* offset of the error in seq */
+    } seqs[] = {
+        { "\xc3\xa9", 2, 1, 0 },
+        { "\xe2\x80\x94", 3, 1, 0 },
+        { "\xf0\x9f\x98\x80", 4, 1, 0 },
+        { "\xef\xbf\xbf", 3, 1, 0 },
+        { "\xf4\x8f\xbf\xbf", 4, 1, 0 },
+        { "\xc3", 1, 0, 1 },                /* cut by the 'a' after it */
+        { "\xe2\x80", 2, 0, 2 },
+        { "\xf0\x9f\x98", 3, 0, 3 },
+        { "\x80", 1, 0, 0 },
+        { "\xc0\x80", 2, 0, 0 },
+        { "\xe0\x80\x80", 3, 0, 1 },
+        { "\xed\xa0\x80", 3, 0, 1 },
+        { "\xf4\x90\x80\x80", 4, 0, 1 },
+        { "\xf5\x80\x80\x80", 4, 0, 0 },
+        { "\xc3\xa9\xa9", 3, 0, 2 },        /* one continuation too many */
+        { "\xff", 1, 0, 0 },
+    };
+
+    for (i = 0; i < sizeof(seqs) / sizeof(seqs[0]); i++) {
+        for (j = 0; j < 70; j++) {
+            /* {"content":"aaa...<seq>aaa..."} */
+            len = 0;
+            memcpy(doc, "{\"content\":\"", 12);
+            len = 12;
+            memset(doc + len, 'a', j);
+            len += j;
+            at = len;
+            memcpy(doc + len, seqs[i].seq, seqs[i].len);
+            len += seqs[i].len;
+            memset(doc + len, 'a', 80);
+            len += 80;
+            memcpy(doc + len, "\"}", 2);
+            len += 2;
+
+            if (seqs[i].valid) {
+                or_is_int(or_json_scan(doc, len, &s), OR_JSON_OK,
+                          "utf8 blocks: seq %zu at %zu: valid", i, at);
+            } else {
+                or_is_int(or_json_scan(doc, len, &s), OR_JSON_SYNTAX,
+                          "utf8 blocks: seq %zu at %zu: refused", i, at);
+                or_is_int(s.error_at, at + seqs[i].bad,
+                          "utf8 blocks: seq %zu at %zu: where", i, at);
+                or_is_str(s.error, "invalid UTF-8",
+                          "utf8 blocks: seq %zu at %zu: why", i, at);
+            }
+        }
+    }
+
+    /* a sequence cut by the end of input: the string is unterminated */
+
+    memcpy(doc, "{\"content\":\"", 12);
+    memset(doc + 12, 'a', 40);
+    memcpy(doc + 52, "\xe2\x80", 2);
+
+    or_is_int(or_json_scan(doc, 54, &s), OR_JSON_SYNTAX,
+              "utf8 blocks: cut by the end: refused");
+    or_is_int(s.error_at, 54, "utf8 blocks: cut by the end: where");
+    or_is_str(s.error, "unterminated string",
+              "utf8 blocks: cut by the end: why");
+
+    /* a model span before the error is kept, one after it is not */
+
+    static const char  cut[] =
+        "{\"model\":\"m\",\"content\":\"\xc3\",\"stream\":true}";
+
+    or_is_int(or_json_scan(cut, sizeof(cut) - 1, &s), OR_JSON_SYNTAX,
+              "utf8 blocks: after the model: refused");
+    or_ok(s.model.type == OR_JSON_STRING && s.stream.type == OR_JSON_ABSENT,
+          "utf8 blocks: the model before the error is reported, not the "
+          "stream after it");
+}
+
+
 int
 main(void)
 {
@@ -825,6 +917,7 @@ main(void)
     tj_quote();
     tj_agent_body();
     tj_names();
+    tj_utf8_blocks();
 
     return or_done();
 }
