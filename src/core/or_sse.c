@@ -20,11 +20,44 @@
 
 #define OR_SJ_DEPTH           16    /* JSON nesting the classifier reads */
 
+/* the top-level members of an event's data the classifier reads */
+#define OR_SSE_TOP_TYPE       0
+#define OR_SSE_TOP_ERROR      1
+#define OR_SSE_TOP_CHOICES    2
+#define OR_SSE_TOP_OBJECT     3
+#define OR_SSE_TOP_USAGE      4
+#define OR_SSE_TOP_N          5
+
+/* the members of a Chat Completions choice and of its delta */
+#define OR_SSE_CHOICE_FINISH  0
+#define OR_SSE_CHOICE_DELTA   1
+#define OR_SSE_CHOICE_N       2
+
+#define OR_SSE_DELTA_CONTENT  0
+#define OR_SSE_DELTA_REFUSAL  1
+#define OR_SSE_DELTA_RCONTENT 2
+#define OR_SSE_DELTA_REASON   3
+#define OR_SSE_DELTA_RTEXT    4
+#define OR_SSE_DELTA_RDETAILS 5
+#define OR_SSE_DELTA_TOOLS    6
+#define OR_SSE_DELTA_FUNCTION 7
+#define OR_SSE_DELTA_N        8
+
+/* a member or_sj_members() looks for, and its value once found */
+typedef struct {
+    const char   *key;
+    size_t        len;
+    const char   *val;
+} or_sj_member_t;
+
+#define or_sj_member(lit)  { lit, sizeof(lit) - 1, NULL }
+
 #define or_sse_is(s, l, lit)                                                  \
     ((l) == sizeof(lit) - 1 && memcmp(s, lit, sizeof(lit) - 1) == 0)
 
 
 static void or_sse_byte(or_sse_t *s, unsigned char c);
+static size_t or_sse_run(or_sse_t *s, const char *p, const char *last);
 static int or_sse_eol(or_sse_t *s);
 static void or_sse_field(or_sse_t *s);
 static void or_sse_data_byte(or_sse_t *s, char c);
@@ -34,6 +67,8 @@ static const char *or_sj_ws(const char *p, const char *e);
 static const char *or_sj_str_end(const char *p, const char *e);
 static const char *or_sj_skip(const char *p, const char *e, int depth);
 static const char *or_sj_get(const char *p, const char *e, const char *key);
+static void or_sj_members(const char *p, const char *e, or_sj_member_t *m,
+    size_t n);
 static int or_sj_null(const char *p, const char *e);
 static long or_sj_strlen(const char *p, const char *e, int *complete);
 static int or_sj_str_is(const char *p, const char *e, const char *lit);
@@ -48,7 +83,8 @@ static int or_sse_anthropic(const char *type, size_t tlen, const char *p,
     const char *e, or_sse_event_t *ev);
 static int or_sse_responses(const char *type, size_t tlen, const char *p,
     const char *e, or_sse_event_t *ev);
-static int or_sse_chat(const char *p, const char *e, or_sse_event_t *ev);
+static int or_sse_chat(or_sj_member_t *top, const char *e,
+    or_sse_event_t *ev);
 static size_t or_sse_text_bytes(const char *v, const char *e,
     const or_sse_event_t *ev, int *nonempty);
 static int or_sse_field_number(const char *data, size_t len,
@@ -107,6 +143,17 @@ or_sse_feed(or_sse_t *s, const char *buf, size_t len, or_sse_event_t *ev)
     ev->kind = OR_SSE_EV_NONE;
 
     while (p < last) {
+
+        if (s->line != OR_SSE_LINE_FIELD && !s->space && !s->cr) {
+            /* the value of a line, up to its end, at once */
+
+            p += or_sse_run(s, p, last);
+
+            if (p == last) {
+                break;
+            }
+        }
+
         c = (unsigned char) *p++;
         s->bytes++;
 
@@ -225,6 +272,51 @@ or_sse_byte(or_sse_t *s, unsigned char c)
     }
 }
 
+
+
+/*
+ * The bytes of a line's value from p to its end (CR or LF) or to last,
+ * taken at once: kept (data, the event name) or skipped (comments and
+ * other fields).  Returns how many.
+ */
+
+static size_t
+or_sse_run(or_sse_t *s, const char *p, const char *last)
+{
+    size_t       n, room;
+    const char  *lf, *cr;
+
+    lf = memchr(p, '\n', last - p);
+    cr = memchr(p, '\r', (lf ? lf : last) - p);
+
+    n = (cr ? cr : (lf ? lf : last)) - p;
+
+    if (n == 0) {
+        return 0;
+    }
+
+    if (s->line == OR_SSE_LINE_DATA) {
+        room = OR_SSE_DATA_MAX - s->data_len;
+        room = (n < room) ? n : room;
+
+        memcpy(s->data + s->data_len, p, room);
+        s->data_len += room;
+        s->data_total += n;
+
+    } else if (s->line == OR_SSE_LINE_EVENT) {
+        room = OR_SSE_NAME_MAX - s->name_len;
+        room = (n < room) ? n : room;
+
+        memcpy(s->name + s->name_len, p, room);
+        s->name_len += room;
+    }
+
+    s->line_len = (s->line_len + n < s->line_len) ? (size_t) -1
+                                                  : s->line_len + n;
+    s->bytes += n;
+
+    return n;
+}
 
 
 /* the value of 4 hex digits (a \u escape; other bytes count as 0) */
@@ -372,27 +464,35 @@ or_sj_ws(const char *p, const char *e)
 }
 
 
-/* past the string at p (at its '"'), NULL if it does not end */
+/*
+ * past the string at p (at its '"'), NULL if it does not end: the next
+ * quote not escaped, that is after an even run of backslashes
+ */
 
 static const char *
 or_sj_str_end(const char *p, const char *e)
 {
+    const char  *q, *b;
+
     p++;
 
-    while (p < e) {
-        if (*p == '\\') {
-            p += 2;
-            continue;
+    for ( ;; ) {
+        q = memchr(p, '"', e - p);
+
+        if (q == NULL) {
+            return NULL;
         }
 
-        if (*p == '"') {
-            return p + 1;
+        for (b = q; b > p && b[-1] == '\\'; b--) {
+            /* void */
         }
 
-        p++;
+        if (((q - b) & 1) == 0) {
+            return q + 1;
+        }
+
+        p = q + 1;
     }
-
-    return NULL;
 }
 
 
@@ -544,6 +644,85 @@ or_sj_get(const char *p, const char *e, const char *key)
     }
 
     return NULL;
+}
+
+
+/*
+ * The values of the members named in m of the object at p, in one pass
+ * over it: each the first of its name, as or_sj_get() finds it (NULL when
+ * absent or past what can be read).
+ */
+
+static void
+or_sj_members(const char *p, const char *e, or_sj_member_t *m, size_t n)
+{
+    size_t       i, left;
+    const char  *k, *ke;
+
+    for (i = 0; i < n; i++) {
+        m[i].val = NULL;
+    }
+
+    if (p == NULL) {
+        return;
+    }
+
+    p = or_sj_ws(p, e);
+
+    if (p >= e || *p != '{') {
+        return;
+    }
+
+    left = n;
+    p = or_sj_ws(p + 1, e);
+
+    while (p < e && *p == '"') {
+        k = p + 1;
+        ke = or_sj_str_end(p, e);
+
+        if (ke == NULL) {
+            return;
+        }
+
+        p = or_sj_ws(ke, e);
+
+        if (p >= e || *p != ':') {
+            return;
+        }
+
+        p = or_sj_ws(p + 1, e);
+
+        if (p >= e) {
+            return;
+        }
+
+        for (i = 0; i < n; i++) {
+            if (m[i].val == NULL && (size_t) (ke - 1 - k) == m[i].len
+                && *k == *m[i].key && memcmp(k, m[i].key, m[i].len) == 0)
+            {
+                m[i].val = p;
+
+                if (--left == 0) {
+                    return;
+                }
+
+                break;
+            }
+        }
+
+        p = or_sj_skip(p, e, 1);
+        if (p == NULL) {
+            return;
+        }
+
+        p = or_sj_ws(p, e);
+
+        if (p >= e || *p != ',') {
+            return;
+        }
+
+        p = or_sj_ws(p + 1, e);
+    }
 }
 
 
@@ -858,8 +1037,15 @@ void
 or_sse_classify(const char *name, size_t name_len, const char *data,
     size_t data_len, size_t data_total, or_sse_event_t *ev)
 {
-    size_t       tlen;
-    const char  *p, *e, *v, *type;
+    size_t           tlen;
+    const char      *p, *e, *v, *type;
+    or_sj_member_t   top[] = {
+        or_sj_member("type"),
+        or_sj_member("error"),
+        or_sj_member("choices"),
+        or_sj_member("object"),
+        or_sj_member("usage")
+    };
 
     ev->kind = OR_SSE_EV_OTHER;
     ev->format = OR_SSE_FMT_UNKNOWN;
@@ -911,7 +1097,9 @@ or_sse_classify(const char *name, size_t name_len, const char *data,
 
         /* an unknown or no event name: the data's own "type" */
 
-        v = or_sj_get(p, e, "type");
+        or_sj_members(p, e, top, OR_SSE_TOP_N);
+
+        v = top[OR_SSE_TOP_TYPE].val;
 
         if (v != NULL && *v == '"') {
             type = v + 1;
@@ -935,13 +1123,13 @@ or_sse_classify(const char *name, size_t name_len, const char *data,
 
         /* a top-level "error" member that is not null */
 
-        v = or_sj_get(p, e, "error");
+        v = top[OR_SSE_TOP_ERROR].val;
 
         if (v != NULL && !or_sj_null(v, e)) {
             goto error;
         }
 
-        if (or_sse_chat(p, e, ev)) {
+        if (or_sse_chat(top, e, ev)) {
             return;
         }
 
@@ -1164,22 +1352,36 @@ or_sse_responses(const char *type, size_t tlen, const char *p, const char *e,
 }
 
 
-/* a Chat Completions chunk; 0 if the JSON at p is not one */
+/* a Chat Completions chunk; 0 if the event's JSON is not one */
 
 static int
-or_sse_chat(const char *p, const char *e, or_sse_event_t *ev)
+or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
 {
-    int          text, tool, reasoning, nonempty, chunk;
-    size_t       n;
-    const char  *choices, *c, *d, *v;
+    int              text, tool, reasoning, nonempty, chunk;
+    size_t           n;
+    const char      *choices, *c, *d, *v;
+    or_sj_member_t   choice[] = {
+        or_sj_member("finish_reason"),
+        or_sj_member("delta")
+    };
+    or_sj_member_t   delta[] = {
+        or_sj_member("content"),
+        or_sj_member("refusal"),
+        or_sj_member("reasoning_content"),
+        or_sj_member("reasoning"),
+        or_sj_member("reasoning_text"),
+        or_sj_member("reasoning_details"),
+        or_sj_member("tool_calls"),
+        or_sj_member("function_call")
+    };
 
-    choices = or_sj_get(p, e, "choices");
-    v = or_sj_get(p, e, "object");
+    choices = top[OR_SSE_TOP_CHOICES].val;
+    v = top[OR_SSE_TOP_OBJECT].val;
 
     chunk = or_sj_str_is(v, e, "chat.completion.chunk");
 
     if (choices == NULL || *choices != '[') {
-        if (!chunk && or_sj_get(p, e, "usage") == NULL) {
+        if (!chunk && top[OR_SSE_TOP_USAGE].val == NULL) {
             return 0;
         }
 
@@ -1196,51 +1398,57 @@ or_sse_chat(const char *p, const char *e, or_sse_event_t *ev)
 
     for (c = or_sj_first(choices, e); c != NULL; c = or_sj_next(c, e)) {
 
-        v = or_sj_get(c, e, "finish_reason");
+        or_sj_members(c, e, choice, OR_SSE_CHOICE_N);
+
+        v = choice[OR_SSE_CHOICE_FINISH].val;
 
         if (v != NULL && !or_sj_null(v, e)) {
             ev->finish = 1;
         }
 
-        d = or_sj_get(c, e, "delta");
+        d = choice[OR_SSE_CHOICE_DELTA].val;
 
         if (d == NULL || *d != '{') {
             continue;
         }
 
-        n = or_sse_text_bytes(or_sj_get(d, e, "content"), e, ev, &nonempty);
+        or_sj_members(d, e, delta, OR_SSE_DELTA_N);
+
+        n = or_sse_text_bytes(delta[OR_SSE_DELTA_CONTENT].val, e, ev,
+                              &nonempty);
         if (nonempty) {
             text = 1;
             ev->text_bytes += n;
         }
 
-        n = or_sse_text_bytes(or_sj_get(d, e, "refusal"), e, ev, &nonempty);
+        n = or_sse_text_bytes(delta[OR_SSE_DELTA_REFUSAL].val, e, ev,
+                              &nonempty);
         if (nonempty) {
             text = 1;
             ev->text_bytes += n;
         }
 
-        (void) or_sse_text_bytes(or_sj_get(d, e, "reasoning_content"), e, ev,
+        (void) or_sse_text_bytes(delta[OR_SSE_DELTA_RCONTENT].val, e, ev,
                                  &nonempty);
         reasoning |= nonempty;
 
-        (void) or_sse_text_bytes(or_sj_get(d, e, "reasoning"), e, ev,
+        (void) or_sse_text_bytes(delta[OR_SSE_DELTA_REASON].val, e, ev,
                                  &nonempty);
         reasoning |= nonempty;
 
-        (void) or_sse_text_bytes(or_sj_get(d, e, "reasoning_text"), e, ev,
+        (void) or_sse_text_bytes(delta[OR_SSE_DELTA_RTEXT].val, e, ev,
                                  &nonempty);
         reasoning |= nonempty;
 
-        if (or_sj_first(or_sj_get(d, e, "reasoning_details"), e) != NULL) {
+        if (or_sj_first(delta[OR_SSE_DELTA_RDETAILS].val, e) != NULL) {
             reasoning = 1;
         }
 
-        if (or_sj_first(or_sj_get(d, e, "tool_calls"), e) != NULL) {
+        if (or_sj_first(delta[OR_SSE_DELTA_TOOLS].val, e) != NULL) {
             tool = 1;
         }
 
-        v = or_sj_get(d, e, "function_call");
+        v = delta[OR_SSE_DELTA_FUNCTION].val;
 
         if (v != NULL && *v == '{') {
             tool = 1;

@@ -533,11 +533,9 @@ ngx_omniroute_stats_event(ngx_http_request_t *r, ngx_omniroute_attempt_t *a,
 
     key = NULL;
 
-    for (p = data; p + sizeof("\"usage\"") - 1 <= data + len; p++) {
-        p = (const char *) ngx_strlcasestrn((u_char *) p,
-                                            (u_char *) data + len,
-                                            (u_char *) "\"usage\"",
-                                            sizeof("\"usage\"") - 2);
+    for (p = data; p < data + len; p++) {
+        p = memmem(p, data + len - p, "\"usage\"", sizeof("\"usage\"") - 1);
+
         if (p == NULL) {
             break;
         }

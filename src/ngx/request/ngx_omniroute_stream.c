@@ -45,7 +45,10 @@ static ngx_int_t ngx_omniroute_stream_keepalive(ngx_omniroute_ctx_t *ctx,
 static ngx_int_t ngx_omniroute_stream_early_header(ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_stream_bytes(ngx_http_request_t *sr,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, u_char *p,
-    u_char *last, ngx_chain_t ***ll);
+    u_char *last, ngx_chain_t ***ll, u_char **stop);
+static ngx_int_t ngx_omniroute_stream_pass(ngx_http_request_t *sr,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, ngx_buf_t *b,
+    ngx_chain_t ***ll);
 static ngx_int_t ngx_omniroute_stream_event(ngx_http_request_t *sr,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a,
     or_sse_event_t *ev);
@@ -311,6 +314,7 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 {
     ngx_int_t        rc;
     ngx_buf_t       *b;
+    u_char          *stop;
     ngx_uint_t       last, failed, clean;
     ngx_chain_t     *out, **ll, *special, **sll, *cl, *sl;
     or_sse_event_t   ev;
@@ -321,12 +325,32 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     sll = &special;
     last = 0;
     failed = 0;
+    stop = NULL;
 
     for (cl = in; cl; cl = cl->next) {
         b = cl->buf;
 
+        if (a->state == NGX_OMNIROUTE_ATTEMPT_COMMITTED
+            && ngx_buf_in_memory_only(b) && b->last > b->pos
+            && a->body->last == a->body->pos
+            && or_sse_pending(ctx->sse) == 0)
+        {
+            /* at an event boundary, nothing held: the buffer itself */
+
+            if (ngx_omniroute_stream_pass(sr, ctx, a, b, &ll) != NGX_OK) {
+                return NGX_ERROR;
+            }
+
+            if (b->last_buf || b->last_in_chain) {
+                last = 1;
+            }
+
+            continue;
+        }
+
         if (ngx_buf_in_memory(b) && b->last > b->pos && !failed) {
-            rc = ngx_omniroute_stream_bytes(sr, ctx, a, b->pos, b->last, &ll);
+            rc = ngx_omniroute_stream_bytes(sr, ctx, a, b->pos, b->last, &ll,
+                                            &stop);
 
             if (rc == NGX_ERROR) {
                 return NGX_ERROR;
@@ -334,6 +358,30 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
             if (rc == NGX_DONE) {
                 failed = 1;
+            }
+
+            if (rc == NGX_AGAIN && stop < b->last && !b->in_file) {
+                /*
+                 * Committed, at an event boundary: the complete events
+                 * held go out, then the rest of the buffer itself.
+                 */
+
+                if (ngx_omniroute_stream_flush(sr, ctx, a, 0, &ll) != NGX_OK)
+                {
+                    return NGX_ERROR;
+                }
+
+                b->pos = stop;
+
+                if (ngx_omniroute_stream_pass(sr, ctx, a, b, &ll) != NGX_OK) {
+                    return NGX_ERROR;
+                }
+
+                if (b->last_buf || b->last_in_chain) {
+                    last = 1;
+                }
+
+                continue;
             }
         }
 
@@ -417,7 +465,12 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     *ll = special;
 
-    rc = (out == NULL) ? NGX_OK : ngx_omniroute_stream_send(sr, ctx, out);
+    if (out == NULL && in != NULL) {
+        return NGX_OK;
+    }
+
+    /* a call without data still writes what the client has not taken */
+    rc = ngx_omniroute_stream_send(sr, ctx, out);
 
     if (a->error_event && !last) {
         /*
@@ -434,12 +487,15 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 /*
  * Bytes of the stream: cut into events, held, and (after the commit
  * point) the complete events queued at *ll.  NGX_DONE: an error event
- * before the commit point (the attempt is now held).
+ * before the commit point (the attempt is now held).  NGX_AGAIN: the
+ * stream is committed and *stop is the end of an event (the rest can go
+ * out as it is).
  */
 
 static ngx_int_t
 ngx_omniroute_stream_bytes(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_attempt_t *a, u_char *p, u_char *last, ngx_chain_t ***ll)
+    ngx_omniroute_attempt_t *a, u_char *p, u_char *last, ngx_chain_t ***ll,
+    u_char **stop)
 {
     size_t           n, room;
     ngx_int_t        rc;
@@ -514,7 +570,83 @@ ngx_omniroute_stream_bytes(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
         if (rc != NGX_OK) {
             return rc;
         }
+
+        if (a->state == NGX_OMNIROUTE_ATTEMPT_COMMITTED) {
+            *stop = p;
+            return NGX_AGAIN;
+        }
     }
+
+    return NGX_OK;
+}
+
+
+/*
+ * A buffer of a committed stream that starts at an event boundary with
+ * nothing held: its events are read in place and the buffer itself goes
+ * out (the upstream reuses its memory once the client took it), up to its
+ * last complete event; the start of an event after that is held until
+ * the event completes (a cut never leaves half an event), unless it is
+ * longer than the hold bound.
+ */
+
+static ngx_int_t
+ngx_omniroute_stream_pass(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a, ngx_buf_t *b, ngx_chain_t ***ll)
+{
+    size_t           n, tail;
+    u_char          *p, *q;
+    ngx_buf_t       *h;
+    ngx_chain_t     *cl;
+    or_sse_event_t   ev;
+
+    h = a->body;
+    p = b->pos;
+    q = p;
+
+    while (p < b->last) {
+        n = or_sse_feed(ctx->sse, (const char *) p, b->last - p, &ev);
+        p += n;
+
+        if (ev.kind == OR_SSE_EV_NONE) {
+            break;
+        }
+
+        q = p;
+        a->partial = 0;
+
+        if (ngx_omniroute_stream_event(sr, ctx, a, &ev) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    tail = b->last - q;
+
+    if (tail) {
+        if (tail <= (size_t) (h->end - h->last)) {
+            h->last = ngx_cpymem(h->last, q, tail);
+            b->last = q;
+
+        } else {
+            /* one event over the bound: what there is goes out */
+            a->partial = 1;
+        }
+    }
+
+    if (b->last == b->pos) {
+        return NGX_OK;
+    }
+
+    cl = ngx_alloc_chain_link(sr->pool);
+    if (cl == NULL) {
+        return NGX_ERROR;
+    }
+
+    cl->buf = b;
+    cl->next = NULL;
+
+    **ll = cl;
+    *ll = &cl->next;
 
     return NGX_OK;
 }
