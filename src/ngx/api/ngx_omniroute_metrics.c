@@ -102,7 +102,8 @@ static const char  *ngx_omniroute_table_names[NGX_OMNIROUTE_T_COUNT] = {
     "strategy",
     "settings",
     "session_pin",
-    "lease"
+    "lease",
+    "lane"
 };
 
 
