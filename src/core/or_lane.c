@@ -100,12 +100,32 @@ or_lane_trim(const char **p, size_t *len)
 }
 
 
-/* an announced time (epoch s or ms, RFC 3339, HTTP date), absolute */
+/*
+ * An announced time, absolute: epoch seconds as they are (also in the
+ * past: a window that just ended), else whatever or_hint_reset() reads
+ * (epoch ms, RFC 3339, HTTP date; past ones are now).
+ */
 
 static or_msec_t
 or_lane_at(const char *v, size_t len, or_msec_t now)
 {
+    size_t     i;
+    int64_t    s;
     or_msec_t  rel;
+
+    or_lane_trim(&v, &len);
+
+    if (len >= 10 && len <= 11) {
+        s = 0;
+
+        for (i = 0; i < len && v[i] >= '0' && v[i] <= '9'; i++) {
+            s = s * 10 + (v[i] - '0');
+        }
+
+        if (i == len) {
+            return (or_msec_t) s * 1000;
+        }
+    }
 
     rel = or_hint_reset(v, len, now);
 
@@ -381,9 +401,13 @@ or_lane_decide(const or_lane_t *l, int status, const or_lane_headers_t *h,
         return;
     }
 
-    until = (h->reset != OR_MSEC_NONE && h->reset > now)
-            ? h->reset : now + OR_LANE_WINDOW_MS;
+    until = (h->reset != OR_MSEC_NONE) ? h->reset : now + OR_LANE_WINDOW_MS;
     until = or_msec_add(until, OR_LANE_GRACE_MS);
+
+    if (until <= now) {
+        /* the announced window is over already: not a lane matter */
+        return;
+    }
 
     if (until > now + OR_LANE_SPAN_MAX_MS) {
         until = now + OR_LANE_SPAN_MAX_MS;

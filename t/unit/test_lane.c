@@ -237,6 +237,24 @@ test_decide(void)
     or_is_int(v.until, T0 + OR_LANE_WINDOW_MS + OR_LANE_GRACE_MS,
               "R-LANE-2 no reset announced: the 5-hour window");
 
+    n = headers_of("anthropic-ratelimit-unified-status: rejected\n"
+                   "anthropic-ratelimit-unified-slow-offer: treatment\n"
+                   "anthropic-ratelimit-unified-reset: 1699999950\n", h,
+                   16);
+    or_lane_parse(h, n, T0, &lh);
+    or_lane_decide(NULL, 429, &lh, &req, T0, &v);
+    or_is_int(v.until, T0 + 10 * SEC,
+              "R-LANE-2 a reset 50 s ago: the rest of the grace");
+
+    n = headers_of("anthropic-ratelimit-unified-status: rejected\n"
+                   "anthropic-ratelimit-unified-slow-offer: treatment\n"
+                   "anthropic-ratelimit-unified-reset: 1699999900\n", h,
+                   16);
+    or_lane_parse(h, n, T0, &lh);
+    or_lane_decide(NULL, 429, &lh, &req, T0, &v);
+    or_is_int(v.action, OR_LANE_PASS,
+              "R-LANE-2 a window over with its grace: the normal path");
+
     /* budget_exhausted: remembered until its reset, at most 8 days */
 
     memset(&lane, 0, sizeof(lane));

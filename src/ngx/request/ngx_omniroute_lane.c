@@ -272,28 +272,32 @@ ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
                    &a->cand->conn->id, a->status, (int) v.action,
                    or_lane_end_name(v.end));
 
+    /*
+     * R-LANE-7: on the wall, the session-limit reset first (before the
+     * lane), once per request, memoised in the zone; then this outcome is
+     * looked at again (ctx->lane_resume) unless the limit was reset
+     */
+
+    if (a->cand->conn->limit_reset && !ctx->lane_reset_tried
+        && a->status == 429 && lh.rejected && !lh.overage && !a->lane_slow
+        && or_lane_reset_due(has ? &l : NULL, now))
+    {
+        ctx->lane_reset_tried = 1;
+        ctx->lane_cand = a->cand;
+        ctx->lane_held = a;
+
+        if (ngx_omniroute_lane_reset_start(r, ctx, 0) == NGX_OK) {
+            return NGX_DONE;
+        }
+
+        ctx->current = a;
+        ngx_omniroute_lane_reset_memo(r, a->cand, OR_RESET_FAILED,
+                                      OR_MSEC_NONE);
+    }
+
     switch (v.action) {
 
     case OR_LANE_ENTER:
-
-        /* R-LANE-7: the session-limit reset first, once, memoised */
-
-        if (a->cand->conn->limit_reset && !ctx->lane_reset_tried
-            && or_lane_reset_due(has ? &l : NULL, now))
-        {
-            ctx->lane_reset_tried = 1;
-            ctx->lane_verdict = v;
-            ctx->lane_cand = a->cand;
-
-            if (ngx_omniroute_lane_reset_start(r, ctx, 0) == NGX_OK) {
-                ngx_omniroute_count_attempt(r, a, a->verdict.reason);
-                return NGX_DONE;
-            }
-
-            ngx_omniroute_lane_reset_memo(r, a->cand, OR_RESET_FAILED,
-                                          OR_MSEC_NONE);
-        }
-
         ngx_omniroute_lane_write(r, a->cand, &v, now);
         ngx_omniroute_count_attempt(r, a, a->verdict.reason);
         ctx->again = a->cand;
@@ -640,16 +644,16 @@ ngx_omniroute_lane_reset_handler(ngx_http_request_t *r)
     ngx_omniroute_lane_reset_memo(r, cand, result, next_at);
 
     if (result == OR_RESET_RESET || result == OR_RESET_NOT_LIMITED) {
-        /* at full speed: no lane */
+        /* the same connection at full speed: no lane, no failure */
+        ngx_omniroute_count_attempt(r, ctx->lane_held,
+                                    ctx->lane_held->verdict.reason);
         ctx->lane_full = 1;
-
-    } else {
-        ngx_omniroute_lane_write(r, cand, &ctx->lane_verdict,
-                                 ngx_omniroute_now());
-        ctx->lane_full = 0;
+        ctx->again = cand;
+        ctx->lane_resume(r, ctx, 0);
+        return;
     }
 
-    ctx->again = cand;
-
-    ctx->lane_resume(r, ctx);
+    /* no reset: the wall's outcome again (the lane, else the normal path) */
+    ctx->current = ctx->lane_held;
+    ctx->lane_resume(r, ctx, 1);
 }

@@ -47,7 +47,7 @@ static ngx_int_t ngx_omniroute_lane(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 static void ngx_omniroute_lane_retry(ngx_event_t *ev);
 static void ngx_omniroute_lane_resume(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
+    ngx_omniroute_ctx_t *ctx, ngx_uint_t replay);
 
 
 /* a POST to omniroute_pass (ngx_omniroute_handler() in models.c) */
@@ -1134,7 +1134,7 @@ ngx_omniroute_lane(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     switch (rc) {
 
     case NGX_OK:
-        ngx_omniroute_lane_resume(r, ctx);
+        ngx_omniroute_lane_resume(r, ctx, 0);
         return NGX_DONE;
 
     case NGX_AGAIN:
@@ -1174,7 +1174,7 @@ ngx_omniroute_lane_retry(ngx_event_t *ev)
     c = r->connection;
     ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
 
-    ngx_omniroute_lane_resume(r, ctx);
+    ngx_omniroute_lane_resume(r, ctx, 0);
 
     ngx_http_run_posted_requests(c);
 }
@@ -1183,15 +1183,22 @@ ngx_omniroute_lane_retry(ngx_event_t *ev)
 /*
  * On with the attempts after the lane's decision: ctx->again first; when
  * it cannot be tried (excluded, busy), the other candidates, else the
- * answer the attempts have.
+ * answer the attempts have.  replay: the held attempt (ctx->current) is
+ * looked at again, after a session-limit reset that did not reset.
  */
 
 static void
-ngx_omniroute_lane_resume(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+ngx_omniroute_lane_resume(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_uint_t replay)
 {
     ngx_int_t  rc;
 
     r->write_event_handler = ngx_omniroute_parent_handler;
+
+    if (replay) {
+        ngx_omniroute_parent_handler(r);
+        return;
+    }
 
     rc = ngx_omniroute_start_attempt(r, ctx);
 

@@ -153,7 +153,7 @@ typedef struct ngx_omniroute_stats_req_s  ngx_omniroute_stats_req_t;
 typedef struct ngx_omniroute_ctx_s  ngx_omniroute_ctx_t;
 
 typedef void (*ngx_omniroute_resume_pt)(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
+    ngx_omniroute_ctx_t *ctx, ngx_uint_t replay);
 
 
 struct ngx_omniroute_ctx_s {
@@ -232,7 +232,7 @@ struct ngx_omniroute_ctx_s {
     ngx_omniroute_candidate_t    *again;        /* the next attempt's */
     or_msec_t                     lane_wait_start;  /* first slot_busy */
     ngx_omniroute_candidate_t    *lane_cand;    /* of the reset */
-    or_lane_verdict_t             lane_verdict; /* entered unless reset */
+    ngx_omniroute_attempt_t      *lane_held;    /* the wall's attempt */
     ngx_http_request_t           *lane_sr;      /* probe or claim */
     ngx_str_t                     lane_body;    /* its answer */
     ngx_uint_t                    lane_status;
