@@ -194,7 +194,8 @@ ngx_omniroute_lane_write(ngx_http_request_t *r,
 
 
 /*
- * R-LANE-1..6: a failed attempt on a usage_lane=on connection.
+ * R-LANE-1..7: a failed attempt on a usage_lane=on or limit_reset=on
+ * connection.
  * NGX_DECLINED: not (or no longer) a lane matter, the normal path;
  * NGX_OK: the same connection again now (ctx->again); NGX_AGAIN: the
  * same connection after *ms; NGX_DONE: a session-limit reset runs first
@@ -216,7 +217,7 @@ ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_store_t      *st;
     ngx_omniroute_list_iter_t   it;
 
-    if (!a->cand->conn->usage_lane
+    if ((!a->cand->conn->usage_lane && !a->cand->conn->limit_reset)
         || a->state != NGX_OMNIROUTE_ATTEMPT_HELD
         || a->limit != NGX_OMNIROUTE_CUT_NONE
         || (a->status != 429 && a->status != 529)
@@ -293,6 +294,11 @@ ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         ctx->current = a;
         ngx_omniroute_lane_reset_memo(r, a->cand, OR_RESET_FAILED,
                                       OR_MSEC_NONE);
+    }
+
+    if (!a->cand->conn->usage_lane) {
+        /* limit_reset=on alone: no lane */
+        return NGX_DECLINED;
     }
 
     switch (v.action) {
