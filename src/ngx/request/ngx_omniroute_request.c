@@ -393,8 +393,14 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     for ( ;; ) {
         /* the usage-limit lane retries the same connection (R-LANE-2) */
-        cand = ctx->again ? ctx->again : ngx_omniroute_plan_next(ctx);
-        ctx->again = NULL;
+        if (ctx->again) {
+            cand = ctx->again;
+            ctx->again = NULL;
+            ctx->lane_retries++;
+
+        } else {
+            cand = ngx_omniroute_plan_next(ctx);
+        }
 
         if (cand == NULL) {
             ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,

@@ -230,6 +230,7 @@ struct ngx_omniroute_ctx_s {
 
     /* the usage-limit wall (lane.c, R-LANE) */
     ngx_omniroute_candidate_t    *again;        /* the next attempt's */
+    ngx_uint_t                    lane_retries; /* attempts the lane made */
     or_msec_t                     lane_wait_start;  /* first slot_busy */
     ngx_omniroute_candidate_t    *lane_cand;    /* of the reset */
     ngx_omniroute_attempt_t      *lane_held;    /* the wall's attempt */
