@@ -862,7 +862,8 @@ or_lane_valid(const void *value, size_t size, or_msec_t now)
     if (l->until < 0
         || (l->phase == OR_LANE_PHASE_ACTIVE
             && (l->until <= l->entered_at
-                || l->until - l->entered_at > OR_LANE_SPAN_MAX_MS))
+                || l->until > or_msec_add(l->changed_at,
+                                          OR_LANE_SPAN_MAX_MS)))
         || (l->phase != OR_LANE_PHASE_ACTIVE && l->until != 0))
     {
         return "until";

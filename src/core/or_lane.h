@@ -29,8 +29,8 @@
  *
  * Validation (or_lane_valid()): the size, the phase, end and reset result
  * in range, zero padding, every time in [0, now + OR_VALID_SKEW_MS], an
- * active lane no longer than OR_LANE_SPAN_MAX_MS, a block or a memoised
- * next reset at most OR_LANE_SPAN_MAX_MS after the change.
+ * active lane's end, a block or a memoised next reset at most
+ * OR_LANE_SPAN_MAX_MS after the last change.
  */
 
 #ifndef _OR_LANE_H_INCLUDED_

@@ -540,7 +540,7 @@ test_valid_merge(void)
     a.phase = OR_LANE_PHASE_ACTIVE;
     a.until = T0 + 9 * DAY;
     or_is_str(or_lane_valid(&a, sizeof(a), T0), "until",
-              "R-LANE-8 a lane longer than 8 days");
+              "R-LANE-8 a lane ending more than 8 days after its change");
 
     a.until = T0 + HOUR;
     a.block_until = T0 + HOUR;
