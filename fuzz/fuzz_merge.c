@@ -5,7 +5,8 @@
  *
  *   - The whole input goes through the wire decoders (or_wire.h); a
  *     decoded state of the right size goes to its table's validator.
- *   - Then the input is read as: kind (breaker, conn, lockout, pin),
+ *   - Then the input is read as: kind (breaker, conn, lockout, pin,
+ *     lane),
  *     "now", three raw states a, b, c, and a stream of local operations.
  *     Every merge of any two of a, b, c must be free of undefined
  *     behaviour (ASan/UBSan), valid or not.
@@ -31,6 +32,7 @@
 #include "or_cooldown.h"
 #include "or_lockout.h"
 #include "or_pin.h"
+#include "or_lane.h"
 #include "or_wire.h"
 
 
@@ -42,7 +44,8 @@
 #define FUZZ_CONN     1
 #define FUZZ_LOCKOUT  2
 #define FUZZ_PIN      3
-#define FUZZ_KINDS    4
+#define FUZZ_LANE     4
+#define FUZZ_KINDS    5
 
 
 typedef union {
@@ -50,6 +53,7 @@ typedef union {
     or_conn_state_t   cs;
     or_lockout_t      lo;
     or_pin_t          pin;
+    or_lane_t         lane;
     uint64_t          align[64];
 } fuzz_state_t;
 
@@ -88,11 +92,12 @@ static or_msec_t fuzz_ops(fuzz_in_t *in, unsigned kind, fuzz_state_t *s,
     const fuzz_conf_t *conf, or_msec_t now);
 
 
-static const char  *fuzz_kinds[] = { "breaker", "conn", "lockout", "pin" };
+static const char  *fuzz_kinds[] = { "breaker", "conn", "lockout", "pin",
+                                      "lane" };
 
 
 #ifdef FUZZ_STATS
-extern unsigned long  fz_laws[4], fz_ops[4], fz_valid[4];
+extern unsigned long  fz_laws[5], fz_ops[5], fz_valid[5];
 #define fuzz_stat(a, k)  a[k]++
 #else
 #define fuzz_stat(a, k)
@@ -142,6 +147,8 @@ fuzz_size(unsigned kind)
         return sizeof(or_conn_state_t);
     case FUZZ_LOCKOUT:
         return sizeof(or_lockout_t);
+    case FUZZ_LANE:
+        return sizeof(or_lane_t);
     default:
         return sizeof(or_pin_t);
     }
@@ -158,6 +165,8 @@ fuzz_valid(unsigned kind, const fuzz_state_t *s, or_msec_t now)
         return or_cooldown_valid(&s->cs, sizeof(or_conn_state_t), now);
     case FUZZ_LOCKOUT:
         return or_lockout_valid(&s->lo, sizeof(or_lockout_t), now);
+    case FUZZ_LANE:
+        return or_lane_valid(&s->lane, sizeof(or_lane_t), now);
     default:
         return or_pin_valid(&s->pin, sizeof(or_pin_t), now);
     }
@@ -174,6 +183,8 @@ fuzz_merge(unsigned kind, fuzz_state_t *dst, const fuzz_state_t *src)
         return or_cooldown_merge(&dst->cs, &src->cs);
     case FUZZ_LOCKOUT:
         return or_lockout_merge(&dst->lo, &src->lo);
+    case FUZZ_LANE:
+        return or_lane_merge(&dst->lane, &src->lane);
     default:
         return or_pin_merge(&dst->pin, &src->pin);
     }
@@ -364,6 +375,18 @@ fuzz_reads(unsigned kind, const fuzz_state_t *s, const fuzz_conf_t *conf,
             (void) or_lockout_evictable(&conf->lo, &s->lo, t);
             break;
 
+        case FUZZ_LANE:
+            if (or_lane_active(&s->lane, t) && or_lane_blocked(&s->lane, t)) {
+                fuzz_fail("lane active and blocked", kind);
+            }
+
+            if (or_lane_expires(&s->lane, t) <= t) {
+                fuzz_fail("lane expires", kind);
+            }
+
+            (void) or_lane_reset_due(&s->lane, t);
+            break;
+
         default:
             if (or_pin_conn(&s->pin, t, &len) != NULL
                 && (len == 0 || len > OR_PIN_CONN_MAX))
@@ -501,6 +524,7 @@ fuzz_ops(fuzz_in_t *in, unsigned kind, fuzz_state_t *s,
     unsigned       op;
     or_msec_t      start;
     or_verdict_t   v;
+    or_lane_verdict_t  lv;
     const char    *why;
 
     for (i = 0; i < FUZZ_OPS_MAX && in->p < in->end; i++) {
@@ -569,6 +593,39 @@ fuzz_ops(fuzz_in_t *in, unsigned kind, fuzz_state_t *s,
                 break;
             default:
                 (void) or_lockout_clear(&s->lo);
+                break;
+            }
+
+            break;
+
+        case FUZZ_LANE:
+            memset(&lv, 0, sizeof(lv));
+
+            switch (op % 4) {
+            case 0:
+                lv.action = OR_LANE_ENTER;
+                lv.until = now + fuzz_range(in, 1, OR_LANE_SPAN_MAX_MS);
+                (void) or_lane_apply(&s->lane, &lv, now);
+                break;
+            case 1:
+                lv.action = OR_LANE_WAIT;
+                (void) or_lane_apply(&s->lane, &lv, now);
+                break;
+            case 2:
+                lv.action = OR_LANE_END;
+                lv.end = (or_lane_end_e) fuzz_range(in, 1,
+                                                    OR_LANE_END_COUNT - 1);
+                lv.block_until = fuzz_range(in, 0, 1)
+                                 ? now + fuzz_range(in, 0,
+                                                    OR_LANE_SPAN_MAX_MS)
+                                 : 0;
+                (void) or_lane_apply(&s->lane, &lv, now);
+                break;
+            default:
+                (void) or_lane_reset_record(&s->lane,
+                    (or_reset_result_e) fuzz_range(in, 1, OR_RESET_COUNT - 1),
+                    fuzz_range(in, 0, 1) ? now + fuzz_range(in, 0, 90 * FUZZ_DAY)
+                                         : OR_MSEC_NONE, now);
                 break;
             }
 

@@ -89,6 +89,10 @@ typedef struct {
                                                    empty: any */
     or_msec_t                     rate_limit_reset; /* R-CD-3 override,
                                                        0: none */
+    ngx_flag_t                    usage_lane;   /* R-LANE: the slow lane */
+    ngx_flag_t                    limit_reset;  /* R-LANE-7: reset first */
+    ngx_str_t                     org;          /* organization UUID of
+                                                   the reset claim */
 } ngx_omniroute_connection_t;
 
 

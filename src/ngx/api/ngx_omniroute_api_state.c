@@ -62,6 +62,8 @@ static json_t *ngx_omniroute_api_stats_json(ngx_omniroute_api_call_t *call);
 static json_t *ngx_omniroute_api_conn_json(ngx_omniroute_api_call_t *call,
     ngx_omniroute_connection_t *c, ngx_array_t *lockouts,
     or_cooldown_view_t *view);
+static json_t *ngx_omniroute_api_lane_json(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_connection_t *c);
 static json_t *ngx_omniroute_api_lockout_json(ngx_omniroute_api_call_t *call,
     ngx_omniroute_api_lockout_t *l, ngx_uint_t full);
 static ngx_array_t *ngx_omniroute_api_lockouts_load(
@@ -568,6 +570,7 @@ ngx_omniroute_api_conn_json(ngx_omniroute_api_call_t *call,
     bad |= json_object_set_new(o, "last_error_at",
                                ngx_omniroute_api_time(view->last_error_at));
     bad |= json_object_set_new(o, "lockouts", list);
+    bad |= json_object_set_new(o, "lane", ngx_omniroute_api_lane_json(call, c));
 
     l = lockouts->elts;
 
@@ -581,6 +584,98 @@ ngx_omniroute_api_conn_json(ngx_omniroute_api_call_t *call,
         lj = ngx_omniroute_api_lockout_json(call, &l[i], 0);
         bad |= json_array_append_new(list, lj);
     }
+
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+
+    return o;
+}
+
+
+/*
+ * R-LANE-9: the usage-limit lane of a connection, null when it has
+ * neither usage_lane=on nor limit_reset=on nor a record.  phase: "none",
+ * "active" (requests carry the slow header until "until"), "ended" (why:
+ * "end"; no new entry before "blocked_until"); "reset": the memo of the
+ * session-limit reset.
+ */
+
+static json_t *
+ngx_omniroute_api_lane_json(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_connection_t *c)
+{
+    int                     bad;
+    json_t                 *o, *reset;
+    or_lane_t               l;
+    ngx_uint_t              has, phase;
+    ngx_omniroute_store_t  *st;
+
+    st = ngx_omniroute_api_store(call);
+
+    has = (st != NULL
+           && ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_LANE, &c->id, &l,
+                                       sizeof(or_lane_t))
+              == NGX_OK);
+
+    if (!has && !c->usage_lane && !c->limit_reset) {
+        return json_null();
+    }
+
+    if (!has) {
+        ngx_memzero(&l, sizeof(or_lane_t));
+    }
+
+    phase = l.phase;
+
+    if (phase == OR_LANE_PHASE_ACTIVE && !or_lane_active(&l, call->now)) {
+        phase = OR_LANE_PHASE_NONE;     /* over: its reset has passed */
+    }
+
+    o = json_object();
+    reset = json_object();
+
+    if (o == NULL || reset == NULL) {
+        json_decref(o);
+        json_decref(reset);
+        return NULL;
+    }
+
+    bad = json_object_set_new(o, "enabled", json_boolean(c->usage_lane));
+    bad |= json_object_set_new(o, "phase",
+                               json_string(or_lane_phase_name(phase)));
+    bad |= json_object_set_new(o, "until",
+                               ngx_omniroute_api_time(
+                                   phase == OR_LANE_PHASE_ACTIVE
+                                   ? l.until : 0));
+    bad |= json_object_set_new(o, "end",
+                               l.end != OR_LANE_END_NONE
+                               ? json_string(or_lane_end_name(l.end))
+                               : json_null());
+    bad |= json_object_set_new(o, "ended_at",
+                               ngx_omniroute_api_time(l.ended_at));
+    bad |= json_object_set_new(o, "blocked_until",
+                               ngx_omniroute_api_time(
+                                   or_lane_blocked(&l, call->now)
+                                   ? l.block_until : 0));
+    bad |= json_object_set_new(o, "entered_at",
+                               ngx_omniroute_api_time(l.entered_at));
+    bad |= json_object_set_new(o, "entries", json_integer(l.entries));
+    bad |= json_object_set_new(o, "waits", json_integer(l.waits));
+
+    bad |= json_object_set_new(reset, "enabled",
+                               json_boolean(c->limit_reset));
+    bad |= json_object_set_new(reset, "result",
+                               l.reset_result != OR_RESET_NONE
+                               ? json_string(or_reset_result_name(
+                                                 l.reset_result))
+                               : json_null());
+    bad |= json_object_set_new(reset, "reset_at",
+                               ngx_omniroute_api_time(l.reset_at));
+    bad |= json_object_set_new(reset, "next_at",
+                               ngx_omniroute_api_time(l.reset_next_at));
+    bad |= json_object_set_new(o, "reset", reset);
 
     if (bad) {
         json_decref(o);

@@ -102,7 +102,8 @@ static const char  *ngx_omniroute_table_names[NGX_OMNIROUTE_T_COUNT] = {
     "strategy",
     "settings",
     "session_pin",
-    "lease"
+    "lease",
+    "lane"
 };
 
 
@@ -405,6 +406,44 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                                "before the Redis mirror read them.");
     ngx_omniroute_metrics_printf(&mb, "omniroute_zone_events_lost_total %uA\n",
                                  sh ? sh->stats.events_lost : 0);
+
+    /* R-LANE-9: the usage-limit lane */
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_lane_entries_total",
+                               "counter",
+                               "Usage-limit walls answered by entering the "
+                               "low-priority lane (usage_lane=on).");
+    ngx_omniroute_metrics_printf(&mb, "omniroute_lane_entries_total %uA\n",
+                                 sh ? sh->stats.lane_entries : 0);
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_lane_waits_total", "counter",
+                               "slot_busy 429s and 529s of the lane waited "
+                               "out.");
+    ngx_omniroute_metrics_printf(&mb, "omniroute_lane_waits_total %uA\n",
+                                 sh ? sh->stats.lane_waits : 0);
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_lane_ends_total", "counter",
+                               "Low-priority lanes ended, by end state.");
+
+    for (i = 1; i < OR_LANE_END_COUNT; i++) {
+        ngx_omniroute_metrics_printf(&mb,
+                                     "omniroute_lane_ends_total{state=\"%s\"} "
+                                     "%uA\n", or_lane_end_name(i),
+                                     sh ? sh->stats.lane_ends[i] : 0);
+    }
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_limit_resets_total",
+                               "counter",
+                               "Session-limit reset attempts "
+                               "(limit_reset=on), by result.");
+
+    for (i = 1; i < OR_RESET_COUNT; i++) {
+        ngx_omniroute_metrics_printf(&mb,
+                                     "omniroute_limit_resets_total"
+                                     "{result=\"%s\"} %uA\n",
+                                     or_reset_result_name(i),
+                                     sh ? sh->stats.limit_resets[i] : 0);
+    }
 
     ngx_omniroute_metrics_redis(&mb);
     ngx_omniroute_metrics_keys(&mb, call->omcf);

@@ -17,6 +17,8 @@
  *       broken by the bytes of the value (a total order, so every node
  *       picks the same winner).
  *   pin        session affinity: the later pinning wins (or_pin_merge).
+ *   lane       the usage-limit lane of a connection: the later change
+ *       wins the record (or_lane_merge).
  *   strategy   not mirrored: cursors and latency windows are per node;
  *       so is any table not listed in ngx_omniroute_redis_mirrored().
  */
@@ -33,6 +35,7 @@
 #include "or_classify.h"
 #include "or_cooldown.h"
 #include "or_lockout.h"
+#include "or_lane.h"
 
 
 typedef struct {
@@ -78,7 +81,9 @@ static const char  *ngx_omniroute_redis_tables[] = {
     "rejected",
     "strategy",
     "settings",
-    "pin"
+    "pin",
+    "lease",                /* not mirrored: Redis has its own */
+    "lane"
 };
 
 
@@ -131,6 +136,7 @@ ngx_omniroute_redis_mirrored(ngx_uint_t table)
     case NGX_OMNIROUTE_T_REJECTED:
     case NGX_OMNIROUTE_T_SETTINGS:
     case NGX_OMNIROUTE_T_PIN:
+    case NGX_OMNIROUTE_T_LANE:
         return 1;
 
     default:
@@ -158,6 +164,9 @@ ngx_omniroute_redis_value_size(ngx_uint_t table)
 
     case NGX_OMNIROUTE_T_PIN:
         return sizeof(or_pin_t);
+
+    case NGX_OMNIROUTE_T_LANE:
+        return sizeof(or_lane_t);
 
     default:
         return 0;
@@ -205,6 +214,10 @@ ngx_omniroute_redis_last(ngx_uint_t table, u_char *value, or_msec_t now)
 
     case NGX_OMNIROUTE_T_PIN:
         last = ((or_pin_t *) value)->until;
+        break;
+
+    case NGX_OMNIROUTE_T_LANE:
+        last = or_lane_expires((or_lane_t *) value, 0);
         break;
 
     default:
@@ -369,6 +382,9 @@ ngx_omniroute_redis_check(ngx_uint_t table, ngx_str_t *key, u_char *value,
 
     case NGX_OMNIROUTE_T_PIN:
         return or_pin_valid(value, size, now);
+
+    case NGX_OMNIROUTE_T_LANE:
+        return or_lane_valid(value, size, now);
 
     case NGX_OMNIROUTE_T_SETTINGS:
         return ngx_omniroute_redis_check_settings(key, value, size);
@@ -673,6 +689,16 @@ ngx_omniroute_redis_merge(void *value, void *arg, or_msec_t *expires)
 
         if (changed) {
             *expires = ((or_pin_t *) value)->until;
+        }
+
+        break;
+
+    case NGX_OMNIROUTE_T_LANE:
+        changed = or_lane_merge(value, (or_lane_t *) m->src);
+        equal = (ngx_memcmp(value, m->src, sizeof(or_lane_t)) == 0);
+
+        if (changed) {
+            *expires = or_lane_expires(value, ngx_omniroute_now());
         }
 
         break;

@@ -32,6 +32,8 @@ static ngx_int_t ngx_omniroute_parse_model_caps(ngx_conf_t *cf,
     ngx_omniroute_connection_t *c, ngx_str_t *arg);
 static ngx_int_t ngx_omniroute_parse_models(ngx_conf_t *cf,
     ngx_omniroute_connection_t *c, ngx_str_t *arg);
+static ngx_int_t ngx_omniroute_parse_org(ngx_conf_t *cf,
+    ngx_omniroute_connection_t *c, ngx_str_t *arg);
 static ngx_uint_t ngx_omniroute_conn_serves(ngx_omniroute_connection_t *c,
     ngx_str_t *model);
 static ngx_int_t ngx_omniroute_list_item(u_char **pp, u_char *last,
@@ -645,6 +647,28 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strcmp(value[i].data, "usage_lane=on") == 0
+            || ngx_strcmp(value[i].data, "usage_lane=off") == 0)
+        {
+            c->usage_lane = (value[i].data[12] == 'n');
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "limit_reset=on") == 0
+            || ngx_strcmp(value[i].data, "limit_reset=off") == 0)
+        {
+            c->limit_reset = (value[i].data[13] == 'n');
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "org=", 4) == 0) {
+            if (ngx_omniroute_parse_org(cf, c, &value[i]) != NGX_OK) {
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
         if (ngx_strcmp(value[i].data, "disable_cooling=on") == 0) {
             c->disable_cooling = 1;
             continue;
@@ -679,6 +703,13 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "connection \"%V\" has no \"provider=\" parameter",
                            &c->id);
+        return NGX_CONF_ERROR;
+    }
+
+    if (c->limit_reset && c->org.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "connection \"%V\": \"limit_reset=on\" needs "
+                           "\"org=\" (the organization UUID)", &c->id);
         return NGX_CONF_ERROR;
     }
 
@@ -740,6 +771,42 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
  * MODEL in flight on the connection (the last ":" separates, as model
  * names may have one: llama3:8b:2).
  */
+
+/*
+ * org=UUID: the organization of a limit_reset=on connection, a path
+ * segment of the reset claim (R-LANE-7): hex digits and dashes only.
+ */
+
+static ngx_int_t
+ngx_omniroute_parse_org(ngx_conf_t *cf, ngx_omniroute_connection_t *c,
+    ngx_str_t *arg)
+{
+    u_char      ch;
+    ngx_uint_t  i;
+
+    c->org.data = arg->data + 4;
+    c->org.len = arg->len - 4;
+
+    for (i = 0; i < c->org.len; i++) {
+        ch = c->org.data[i];
+
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')
+              || (ch >= 'A' && ch <= 'F') || ch == '-'))
+        {
+            break;
+        }
+    }
+
+    if (c->org.len == 0 || c->org.len > 64 || i != c->org.len) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid \"%V\" of connection \"%V\": expected "
+                           "a UUID (hex digits and dashes)", arg, &c->id);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
 
 static ngx_int_t
 ngx_omniroute_parse_model_caps(ngx_conf_t *cf, ngx_omniroute_connection_t *c,

@@ -91,9 +91,7 @@ ngx_int_t
 ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
     ngx_omniroute_candidate_t *cand)
 {
-    ngx_uint_t                 i;
     ngx_table_elt_t           *h, *nh;
-    ngx_omniroute_header_t    *ph;
     ngx_omniroute_provider_t  *p;
     ngx_omniroute_list_iter_t  it;
 
@@ -127,6 +125,34 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
 #endif
     }
 
+    if (ngx_omniroute_attempt_credentials(r, sr, cand) != NGX_OK
+        || ngx_omniroute_lane_headers(r, sr, cand) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    /* content_length_n is the attempt body's (request.c) */
+    sr->headers_in.content_length = NULL;
+    sr->headers_in.chunked = 0;
+    sr->headers_in.authorization = NULL;
+
+    return NGX_OK;
+}
+
+
+/* the connection's credential and the provider's fixed headers */
+
+ngx_int_t
+ngx_omniroute_attempt_credentials(ngx_http_request_t *r,
+    ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand)
+{
+    ngx_uint_t                 i;
+    ngx_table_elt_t           *nh;
+    ngx_omniroute_header_t    *ph;
+    ngx_omniroute_provider_t  *p;
+
+    p = cand->provider;
+
     if (p->auth != NGX_OMNIROUTE_AUTH_NONE) {
         nh = ngx_list_push(&sr->headers_in.headers);
         if (nh == NULL) {
@@ -158,11 +184,6 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
 #endif
         nh->value = ph[i].value;
     }
-
-    /* content_length_n is the attempt body's (request.c) */
-    sr->headers_in.content_length = NULL;
-    sr->headers_in.chunked = 0;
-    sr->headers_in.authorization = NULL;
 
     return NGX_OK;
 }

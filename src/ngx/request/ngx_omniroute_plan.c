@@ -538,13 +538,15 @@ ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
 
 /*
  * another attempt is possible: a candidate is left, and the attempt limit
- * and the request budget allow
+ * (retries of the usage-limit lane not counted) and the request budget
+ * allow
  */
 
 ngx_uint_t
 ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx)
 {
-    return ctx->attempts.nelts < (ngx_uint_t) ctx->lcf->max_attempts
+    return ctx->attempts.nelts - ctx->lane_retries
+           < (ngx_uint_t) ctx->lcf->max_attempts
            && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0)
            && ngx_omniroute_plan_peek(ctx) == NGX_OK;
 }

@@ -43,6 +43,11 @@ static void ngx_omniroute_cooldown_retry(ngx_event_t *ev);
 static void ngx_omniroute_attempt_limit(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 static void ngx_omniroute_attempt_expired(ngx_event_t *ev);
+static ngx_int_t ngx_omniroute_lane(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+static void ngx_omniroute_lane_retry(ngx_event_t *ev);
+static void ngx_omniroute_lane_resume(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_uint_t replay);
 
 
 /* a POST to omniroute_pass (ngx_omniroute_handler() in models.c) */
@@ -160,6 +165,8 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     if (ctx->global.request_budget_ms > 0) {
         ctx->deadline = ngx_omniroute_now() + ctx->global.request_budget_ms;
     }
+
+    ctx->lane_resume = ngx_omniroute_lane_resume;
 
     ngx_omniroute_dispatch(r, ctx);
 }
@@ -385,7 +392,15 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ngx_omniroute_candidate_t  *cand;
 
     for ( ;; ) {
-        cand = ngx_omniroute_plan_next(ctx);
+        /* the usage-limit lane retries the same connection (R-LANE-2) */
+        if (ctx->again) {
+            cand = ctx->again;
+            ctx->again = NULL;
+            ctx->lane_retries++;
+
+        } else {
+            cand = ngx_omniroute_plan_next(ctx);
+        }
 
         if (cand == NULL) {
             ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -793,6 +808,10 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
 
     ngx_omniroute_classify(r, a);
 
+    if (ngx_omniroute_lane(r, ctx, a) == NGX_DONE) {
+        return;
+    }
+
     if (a->limit == NGX_OMNIROUTE_CUT_BUDGET) {
         /* the request's time is up; not the connection's fault */
         ngx_omniroute_count_attempt(r, a, a->verdict.reason);
@@ -1099,4 +1118,107 @@ ngx_omniroute_cooldown_retry(ngx_event_t *ev)
     ngx_omniroute_dispatch(r, ctx);
 
     ngx_http_run_posted_requests(c);
+}
+
+
+/*
+ * R-LANE: a failed attempt of a usage_lane=on connection may be the
+ * usage-limit wall: not recorded as a failure, the same connection is
+ * tried again, now or after a slot_busy wait, or after a session-limit
+ * reset.  NGX_DONE: it goes on; NGX_DECLINED: the normal path.
+ */
+
+static ngx_int_t
+ngx_omniroute_lane(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a)
+{
+    ngx_int_t  rc;
+    or_msec_t  ms;
+
+    rc = ngx_omniroute_lane_outcome(r, ctx, a, &ms);
+
+    switch (rc) {
+
+    case NGX_OK:
+        ngx_omniroute_lane_resume(r, ctx, 0);
+        return NGX_DONE;
+
+    case NGX_AGAIN:
+        ctx->current = NULL;
+        ctx->wait.handler = ngx_omniroute_lane_retry;
+        r->read_event_handler = ngx_http_test_reading;
+
+        ngx_add_timer(&ctx->wait, (ngx_msec_t) ngx_max(ms, 1));
+
+        return NGX_DONE;
+
+    case NGX_DONE:
+        /* a session-limit reset runs (lane.c), then lane_resume */
+        return NGX_DONE;
+
+    case NGX_ERROR:
+        ctx->current = NULL;
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_DONE;
+
+    default:
+        return NGX_DECLINED;
+    }
+}
+
+
+/* a slot_busy wait of the lane is over: the same connection again */
+
+static void
+ngx_omniroute_lane_retry(ngx_event_t *ev)
+{
+    ngx_connection_t     *c;
+    ngx_http_request_t   *r;
+    ngx_omniroute_ctx_t  *ctx;
+
+    r = ev->data;
+    c = r->connection;
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+
+    ngx_omniroute_lane_resume(r, ctx, 0);
+
+    ngx_http_run_posted_requests(c);
+}
+
+
+/*
+ * On with the attempts after the lane's decision: ctx->again first; when
+ * it cannot be tried (excluded, busy), the other candidates, else the
+ * answer the attempts have.  replay: the held attempt (ctx->current) is
+ * looked at again, after a session-limit reset that did not reset.
+ */
+
+static void
+ngx_omniroute_lane_resume(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_uint_t replay)
+{
+    ngx_int_t  rc;
+
+    r->write_event_handler = ngx_omniroute_parent_handler;
+
+    if (replay) {
+        ngx_omniroute_parent_handler(r);
+        return;
+    }
+
+    rc = ngx_omniroute_start_attempt(r, ctx);
+
+    if (rc == NGX_OK) {
+        return;
+    }
+
+    if (rc == NGX_ERROR) {
+        ctx->current = NULL;
+        ngx_http_finalize_request(r, r->header_sent
+                                     ? NGX_ERROR
+                                     : NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ngx_omniroute_nothing_now(r, ctx);
 }

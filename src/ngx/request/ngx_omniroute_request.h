@@ -23,6 +23,7 @@
 #include "or_stream.h"
 #include "or_wait.h"
 #include "or_lease.h"
+#include "or_lane.h"
 
 
 /*
@@ -143,13 +144,19 @@ typedef struct {
                                                    the budget */
     ngx_uint_t                    body_sent;    /* the request reached the
                                                    provider in full */
+    unsigned                      lane_slow:1;  /* carried the slow header
+                                                   (lane.c) */
 } ngx_omniroute_attempt_t;
 
 
 typedef struct ngx_omniroute_stats_req_s  ngx_omniroute_stats_req_t;
+typedef struct ngx_omniroute_ctx_s  ngx_omniroute_ctx_t;
+
+typedef void (*ngx_omniroute_resume_pt)(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_uint_t replay);
 
 
-typedef struct {
+struct ngx_omniroute_ctx_s {
     ngx_http_request_t           *request;      /* the client's */
     ngx_omniroute_loc_conf_t     *lcf;
     ngx_str_t                     body;         /* client body, contiguous */
@@ -220,7 +227,22 @@ typedef struct {
     unsigned                      watchdog:1;   /* the global switch */
     unsigned                      globals:1;    /* read */
     ngx_omniroute_auth_t         *auth;         /* client key (auth.c) */
-} ngx_omniroute_ctx_t;
+
+    /* the usage-limit wall (lane.c, R-LANE) */
+    ngx_omniroute_candidate_t    *again;        /* the next attempt's */
+    ngx_uint_t                    lane_retries; /* attempts the lane made */
+    or_msec_t                     lane_wait_start;  /* first slot_busy */
+    ngx_omniroute_candidate_t    *lane_cand;    /* of the reset */
+    ngx_omniroute_attempt_t      *lane_held;    /* the wall's attempt */
+    ngx_http_request_t           *lane_sr;      /* probe or claim */
+    ngx_str_t                     lane_body;    /* its answer */
+    ngx_uint_t                    lane_status;
+    ngx_omniroute_resume_pt       lane_resume;  /* on with the attempts */
+    unsigned                      lane_full:1;  /* reset: no slow header */
+    unsigned                      lane_reset_tried:1;
+    unsigned                      lane_claim:1;
+    unsigned                      lane_done:1;
+};
 
 
 /*
@@ -345,10 +367,21 @@ ngx_int_t ngx_omniroute_cooldown_wait(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, or_msec_t ms);
 void ngx_omniroute_cooldown_over(ngx_omniroute_ctx_t *ctx);
 
+/*
+ * lane.c: the usage-limit wall (R-LANE): the slow header, a failed
+ * attempt's meaning for the lane, the session-limit reset
+ */
+ngx_int_t ngx_omniroute_lane_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
+ngx_int_t ngx_omniroute_lane_outcome(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, or_msec_t *ms);
+
 /* headers.c: an attempt's URL and request headers */
 ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
 ngx_int_t ngx_omniroute_attempt_headers(ngx_http_request_t *r,
+    ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
+ngx_int_t ngx_omniroute_attempt_credentials(ngx_http_request_t *r,
     ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
 
 /* outcome.c: classify an attempt and record it in the shared state */

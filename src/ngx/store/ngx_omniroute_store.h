@@ -9,7 +9,8 @@
  * rbtree + LRU as in limit_req, with one LRU queue per eviction class:
  * when the zone is full, expired records go first, then client-keyed
  * ones (session pins, then strategy state), then model-keyed ones
- * (lockouts, request_rejected); breakers and connection states only
+ * (lockouts, request_rejected); breakers, connection states and usage
+ * lanes only
  * when nothing else is left, and runtime settings and terminal states
  * never.  A record never evicts one of a more protective class, and
  * client-keyed records use at most half of the zone.
@@ -35,6 +36,7 @@
 #include <ngx_core.h>
 
 #include "or_types.h"
+#include "or_lane.h"
 
 
 /* the built-in zone, when the configuration declares none */
@@ -60,6 +62,7 @@ typedef enum {
     NGX_OMNIROUTE_T_PIN,            /* key: model, session hash */
     NGX_OMNIROUTE_T_LEASE,          /* key: "c:" connection, "o:" owner
                                        hash (ngx_omniroute_lease_store.h) */
+    NGX_OMNIROUTE_T_LANE,           /* key: connection id (or_lane.h) */
     NGX_OMNIROUTE_T_COUNT
 } ngx_omniroute_table_e;
 
@@ -124,6 +127,10 @@ typedef struct {
     ngx_omniroute_rule_count_t    restatements[NGX_OMNIROUTE_RULE_SLOTS];
     ngx_atomic_t                  events_lost;  /* overwritten in the ring
                                                    before being read */
+    ngx_atomic_t                  lane_entries;     /* R-LANE */
+    ngx_atomic_t                  lane_waits;
+    ngx_atomic_t                  lane_ends[OR_LANE_END_COUNT];
+    ngx_atomic_t                  limit_resets[OR_RESET_COUNT];
 } ngx_omniroute_stats_t;
 
 
@@ -142,7 +149,7 @@ typedef struct {
  * (ngx_omniroute_store.c).
  */
 #define NGX_OMNIROUTE_LAYOUT_MAGIC    0x4f4d4e52
-#define NGX_OMNIROUTE_LAYOUT_VERSION  2
+#define NGX_OMNIROUTE_LAYOUT_VERSION  3
 
 
 typedef struct {
