@@ -33,6 +33,7 @@
 #include "or_classify.h"
 #include "or_cooldown.h"
 #include "or_lockout.h"
+#include "or_pace.h"
 
 
 typedef struct {
@@ -78,7 +79,9 @@ static const char  *ngx_omniroute_redis_tables[] = {
     "rejected",
     "strategy",
     "settings",
-    "pin"
+    "pin",
+    "lease",                    /* not mirrored: Redis has its own */
+    "pace"
 };
 
 
@@ -131,6 +134,7 @@ ngx_omniroute_redis_mirrored(ngx_uint_t table)
     case NGX_OMNIROUTE_T_REJECTED:
     case NGX_OMNIROUTE_T_SETTINGS:
     case NGX_OMNIROUTE_T_PIN:
+    case NGX_OMNIROUTE_T_PACE:
         return 1;
 
     default:
@@ -158,6 +162,9 @@ ngx_omniroute_redis_value_size(ngx_uint_t table)
 
     case NGX_OMNIROUTE_T_PIN:
         return sizeof(or_pin_t);
+
+    case NGX_OMNIROUTE_T_PACE:
+        return sizeof(or_pace_t);
 
     default:
         return 0;
@@ -205,6 +212,11 @@ ngx_omniroute_redis_last(ngx_uint_t table, u_char *value, or_msec_t now)
 
     case NGX_OMNIROUTE_T_PIN:
         last = ((or_pin_t *) value)->until;
+        break;
+
+    case NGX_OMNIROUTE_T_PACE:
+        last = ngx_max(((or_pace_t *) value)->until,
+                       ((or_pace_t *) value)->since);
         break;
 
     default:
@@ -369,6 +381,9 @@ ngx_omniroute_redis_check(ngx_uint_t table, ngx_str_t *key, u_char *value,
 
     case NGX_OMNIROUTE_T_PIN:
         return or_pin_valid(value, size, now);
+
+    case NGX_OMNIROUTE_T_PACE:
+        return or_pace_valid(value, size, now);
 
     case NGX_OMNIROUTE_T_SETTINGS:
         return ngx_omniroute_redis_check_settings(key, value, size);
@@ -673,6 +688,17 @@ ngx_omniroute_redis_merge(void *value, void *arg, or_msec_t *expires)
 
         if (changed) {
             *expires = ((or_pin_t *) value)->until;
+        }
+
+        break;
+
+    case NGX_OMNIROUTE_T_PACE:
+        changed = or_pace_merge(value, (or_pace_t *) m->src);
+        equal = or_pace_equal(value, (or_pace_t *) m->src);
+
+        if (changed) {
+            /* as the request path does: gone once it has ended */
+            *expires = ((or_pace_t *) value)->until;
         }
 
         break;

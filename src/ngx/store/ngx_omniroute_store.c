@@ -130,7 +130,10 @@ static ngx_omniroute_table_t  ngx_omniroute_tables[NGX_OMNIROUTE_T_COUNT] = {
     { "session_pin", NGX_OMNIROUTE_EC_SESSION, NGX_OMNIROUTE_EC_STRATEGY, 1 },
 
     /* NGX_OMNIROUTE_T_LEASE: never evicted; Redis has its own (leases) */
-    { "lease", NGX_OMNIROUTE_EC_SETTINGS, NGX_OMNIROUTE_EC_MODEL, 0 }
+    { "lease", NGX_OMNIROUTE_EC_SETTINGS, NGX_OMNIROUTE_EC_MODEL, 0 },
+
+    /* NGX_OMNIROUTE_T_PACE: pauses and tool limits, evicted as lockouts */
+    { "pace", NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_EC_MODEL, 1 }
 };
 
 
@@ -150,6 +153,7 @@ static struct {
     { NGX_OMNIROUTE_EC_CONFIG, NGX_OMNIROUTE_T_CONN, 0 },
     { NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_T_LOCKOUT, -1 },
     { NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_T_REJECTED, -1 },
+    { NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_T_PACE, -1 },
     { NGX_OMNIROUTE_EC_STRATEGY, -1, -1 },
     { NGX_OMNIROUTE_EC_SESSION, -1, -1 }
 };
