@@ -5,7 +5,7 @@
  *
  *   - The whole input goes through the wire decoders (or_wire.h); a
  *     decoded state of the right size goes to its table's validator.
- *   - Then the input is read as: kind (breaker, conn, lockout, pin),
+ *   - Then the input is read as: kind (breaker, conn, lockout, pin, pace),
  *     "now", three raw states a, b, c, and a stream of local operations.
  *     Every merge of any two of a, b, c must be free of undefined
  *     behaviour (ASan/UBSan), valid or not.
@@ -31,6 +31,7 @@
 #include "or_cooldown.h"
 #include "or_lockout.h"
 #include "or_pin.h"
+#include "or_pace.h"
 #include "or_wire.h"
 
 
@@ -42,7 +43,8 @@
 #define FUZZ_CONN     1
 #define FUZZ_LOCKOUT  2
 #define FUZZ_PIN      3
-#define FUZZ_KINDS    4
+#define FUZZ_PACE     4
+#define FUZZ_KINDS    5
 
 
 typedef union {
@@ -50,6 +52,7 @@ typedef union {
     or_conn_state_t   cs;
     or_lockout_t      lo;
     or_pin_t          pin;
+    or_pace_t         pace;
     uint64_t          align[64];
 } fuzz_state_t;
 
@@ -88,11 +91,12 @@ static or_msec_t fuzz_ops(fuzz_in_t *in, unsigned kind, fuzz_state_t *s,
     const fuzz_conf_t *conf, or_msec_t now);
 
 
-static const char  *fuzz_kinds[] = { "breaker", "conn", "lockout", "pin" };
+static const char  *fuzz_kinds[] = { "breaker", "conn", "lockout", "pin",
+                                     "pace" };
 
 
 #ifdef FUZZ_STATS
-extern unsigned long  fz_laws[4], fz_ops[4], fz_valid[4];
+extern unsigned long  fz_laws[5], fz_ops[5], fz_valid[5];
 #define fuzz_stat(a, k)  a[k]++
 #else
 #define fuzz_stat(a, k)
@@ -142,6 +146,8 @@ fuzz_size(unsigned kind)
         return sizeof(or_conn_state_t);
     case FUZZ_LOCKOUT:
         return sizeof(or_lockout_t);
+    case FUZZ_PACE:
+        return sizeof(or_pace_t);
     default:
         return sizeof(or_pin_t);
     }
@@ -158,6 +164,8 @@ fuzz_valid(unsigned kind, const fuzz_state_t *s, or_msec_t now)
         return or_cooldown_valid(&s->cs, sizeof(or_conn_state_t), now);
     case FUZZ_LOCKOUT:
         return or_lockout_valid(&s->lo, sizeof(or_lockout_t), now);
+    case FUZZ_PACE:
+        return or_pace_valid(&s->pace, sizeof(or_pace_t), now);
     default:
         return or_pin_valid(&s->pin, sizeof(or_pin_t), now);
     }
@@ -174,6 +182,8 @@ fuzz_merge(unsigned kind, fuzz_state_t *dst, const fuzz_state_t *src)
         return or_cooldown_merge(&dst->cs, &src->cs);
     case FUZZ_LOCKOUT:
         return or_lockout_merge(&dst->lo, &src->lo);
+    case FUZZ_PACE:
+        return or_pace_merge(&dst->pace, &src->pace);
     default:
         return or_pin_merge(&dst->pin, &src->pin);
     }
@@ -362,6 +372,18 @@ fuzz_reads(unsigned kind, const fuzz_state_t *s, const fuzz_conf_t *conf,
             }
 
             (void) or_lockout_evictable(&conf->lo, &s->lo, t);
+            break;
+
+        case FUZZ_PACE:
+            r = or_pace_left(&s->pace, t);
+
+            if (r < 0 || r > horizon
+                || (or_pace_admit(&s->pace, t, r, &r) == OR_PACE_TIMEOUT))
+            {
+                fuzz_fail("pace reads", kind);
+            }
+
+            (void) or_pace_tools_skip(&s->pace, (size_t) (t & 0xfff), t);
             break;
 
         default:
@@ -570,6 +592,21 @@ fuzz_ops(fuzz_in_t *in, unsigned kind, fuzz_state_t *s,
             default:
                 (void) or_lockout_clear(&s->lo);
                 break;
+            }
+
+            break;
+
+        case FUZZ_PACE:
+            if (op & 1) {
+                (void) or_pace_pause(&s->pace, now,
+                                     fuzz_range(in, 0, 2 * FUZZ_DAY));
+
+            } else {
+                (void) or_pace_tools_fail(&s->pace,
+                                          (size_t) fuzz_range(in, 0,
+                                                              1 << 22),
+                                          now,
+                                          fuzz_range(in, 0, 2 * FUZZ_DAY));
             }
 
             break;
