@@ -41,8 +41,9 @@
  * Reasons and fall-over (decisions where the spec is silent):
  *
  *   400  tool-count markers -> tool_limit (fall over: another target
- *        may accept them; also 413/422); context markers -> context_overflow (no fall-over: the next
- *        target would fail the same); API-key markers -> auth_error;
+ *        may accept them; also 413/422); context markers ->
+ *        context_overflow (no fall-over: the next target would fail the
+ *        same); API-key markers -> auth_error;
  *        model-not-found markers -> not_found; else bad_request (no
  *        fall-over)
  *   401  auth_error; "token has expired"... -> expired

@@ -53,8 +53,8 @@
  *
  *    Validation (or_pace_valid(), untrusted records from Redis): size
  *    sizeof(or_pace_t), epoch <= OR_VALID_COUNT_MAX, tools <=
- *    OR_PACE_TOOLS_MAX, kind 0..2, since in [0, now + OR_VALID_SKEW_MS], until in
- *    [0, since + OR_PACE_MAX_MS], reserved 0.
+ *    OR_PACE_TOOLS_MAX, kind 0..2, since in [0, now + OR_VALID_SKEW_MS],
+ *    until in [0, since + OR_PACE_MAX_MS], reserved 0.
  */
 
 #ifndef _OR_PACE_H_INCLUDED_
