@@ -85,6 +85,13 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       1,
       NULL },
 
+    { ngx_string("omniroute_emergency_fallback"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_omniroute_emergency_fallback,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("omniroute_model_lockout"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
       ngx_omniroute_model_lockout,

@@ -51,7 +51,7 @@ static int fuzz_deliberate(const json_error_t *err);
 static size_t fuzz_ws(const char *buf, size_t size, size_t p);
 static json_t *fuzz_next(const char *buf, size_t size, size_t *p);
 static size_t fuzz_walk(const char *buf, size_t size, json_t **model,
-    json_t **stream);
+    json_t **stream, json_t **tools);
 static void fuzz_same(const char *buf, const json_t *j,
     const or_json_value_t *v);
 static void fuzz_quote(const char *buf, size_t size);
@@ -104,7 +104,8 @@ fuzz_invariants(const char *buf, size_t size, or_json_rc_e rc,
 
     if (rc == OR_JSON_NOT_OBJECT || rc == OR_JSON_EMPTY) {
         if (s->model.type != OR_JSON_ABSENT
-            || s->stream.type != OR_JSON_ABSENT)
+            || s->stream.type != OR_JSON_ABSENT
+            || s->tools.type != OR_JSON_ABSENT || s->tools_count != 0)
         {
             abort();
         }
@@ -116,6 +117,7 @@ fuzz_invariants(const char *buf, size_t size, or_json_rc_e rc,
 
     fuzz_value(buf, size, &s->model);
     fuzz_value(buf, size, &s->stream);
+    fuzz_value(buf, size, &s->tools);
 }
 
 
@@ -344,17 +346,20 @@ fuzz_next(const char *buf, size_t size, size_t *p)
 
 /*
  * The top-level members of an object jansson accepted, one by one: the
- * number of "model" keys, the first model and the last stream.
+ * number of "model" keys, the first model, the last stream and the last
+ * tools.
  */
 
 static size_t
-fuzz_walk(const char *buf, size_t size, json_t **model, json_t **stream)
+fuzz_walk(const char *buf, size_t size, json_t **model, json_t **stream,
+    json_t **tools)
 {
     size_t   p, n;
     json_t  *key, *val;
 
     *model = NULL;
     *stream = NULL;
+    *tools = NULL;
     n = 0;
 
     p = fuzz_ws(buf, size, 0);
@@ -396,6 +401,12 @@ fuzz_walk(const char *buf, size_t size, json_t **model, json_t **stream)
         {
             json_decref(*stream);
             *stream = json_incref(val);
+
+        } else if (json_string_length(key) == 5
+                   && memcmp(json_string_value(key), "tools", 5) == 0)
+        {
+            json_decref(*tools);
+            *tools = json_incref(val);
         }
 
         json_decref(key);
@@ -508,7 +519,7 @@ fuzz_oracle(const char *buf, size_t size, or_json_rc_e rc,
     const or_json_scan_t *s)
 {
     size_t         n;
-    json_t        *root, *model, *stream;
+    json_t        *root, *model, *stream, *tools;
     json_error_t   err;
 
     root = json_loadb(buf, size, FUZZ_FLAGS, &err);
@@ -546,7 +557,7 @@ fuzz_oracle(const char *buf, size_t size, or_json_rc_e rc,
         abort();
     }
 
-    n = fuzz_walk(buf, size, &model, &stream);
+    n = fuzz_walk(buf, size, &model, &stream, &tools);
 
     if ((n >= 2) != (rc == OR_JSON_DUP_MODEL)) {
         abort();
@@ -560,9 +571,18 @@ fuzz_oracle(const char *buf, size_t size, or_json_rc_e rc,
 
     fuzz_same(buf, model, &s->model);
     fuzz_same(buf, stream, &s->stream);
+    fuzz_same(buf, tools, &s->tools);
+
+    /* R-TOOL-3: the elements of the last top-level "tools" array */
+
+    if (s->tools_count != (json_is_array(tools) ? json_array_size(tools) : 0))
+    {
+        abort();
+    }
 
     json_decref(model);
     json_decref(stream);
+    json_decref(tools);
     json_decref(root);
 }
 

@@ -6,7 +6,7 @@
  *   - The whole input goes through the wire decoders (or_wire.h); a
  *     decoded state of the right size goes to its table's validator.
  *   - Then the input is read as: kind (breaker, conn, lockout, pin,
- *     lane),
+ *     lane, pace),
  *     "now", three raw states a, b, c, and a stream of local operations.
  *     Every merge of any two of a, b, c must be free of undefined
  *     behaviour (ASan/UBSan), valid or not.
@@ -33,6 +33,7 @@
 #include "or_lockout.h"
 #include "or_pin.h"
 #include "or_lane.h"
+#include "or_pace.h"
 #include "or_wire.h"
 
 
@@ -45,7 +46,8 @@
 #define FUZZ_LOCKOUT  2
 #define FUZZ_PIN      3
 #define FUZZ_LANE     4
-#define FUZZ_KINDS    5
+#define FUZZ_PACE     5
+#define FUZZ_KINDS    6
 
 
 typedef union {
@@ -54,6 +56,7 @@ typedef union {
     or_lockout_t      lo;
     or_pin_t          pin;
     or_lane_t         lane;
+    or_pace_t         pace;
     uint64_t          align[64];
 } fuzz_state_t;
 
@@ -93,7 +96,7 @@ static or_msec_t fuzz_ops(fuzz_in_t *in, unsigned kind, fuzz_state_t *s,
 
 
 static const char  *fuzz_kinds[] = { "breaker", "conn", "lockout", "pin",
-                                      "lane" };
+                                      "lane", "pace" };
 
 
 #ifdef FUZZ_STATS
@@ -149,6 +152,8 @@ fuzz_size(unsigned kind)
         return sizeof(or_lockout_t);
     case FUZZ_LANE:
         return sizeof(or_lane_t);
+    case FUZZ_PACE:
+        return sizeof(or_pace_t);
     default:
         return sizeof(or_pin_t);
     }
@@ -167,6 +172,8 @@ fuzz_valid(unsigned kind, const fuzz_state_t *s, or_msec_t now)
         return or_lockout_valid(&s->lo, sizeof(or_lockout_t), now);
     case FUZZ_LANE:
         return or_lane_valid(&s->lane, sizeof(or_lane_t), now);
+    case FUZZ_PACE:
+        return or_pace_valid(&s->pace, sizeof(or_pace_t), now);
     default:
         return or_pin_valid(&s->pin, sizeof(or_pin_t), now);
     }
@@ -185,6 +192,8 @@ fuzz_merge(unsigned kind, fuzz_state_t *dst, const fuzz_state_t *src)
         return or_lockout_merge(&dst->lo, &src->lo);
     case FUZZ_LANE:
         return or_lane_merge(&dst->lane, &src->lane);
+    case FUZZ_PACE:
+        return or_pace_merge(&dst->pace, &src->pace);
     default:
         return or_pin_merge(&dst->pin, &src->pin);
     }
@@ -385,6 +394,18 @@ fuzz_reads(unsigned kind, const fuzz_state_t *s, const fuzz_conf_t *conf,
             }
 
             (void) or_lane_reset_due(&s->lane, t);
+            break;
+
+        case FUZZ_PACE:
+            r = or_pace_left(&s->pace, t);
+
+            if (r < 0 || r > horizon
+                || (or_pace_admit(&s->pace, t, r, &r) == OR_PACE_TIMEOUT))
+            {
+                fuzz_fail("pace reads", kind);
+            }
+
+            (void) or_pace_tools_skip(&s->pace, (size_t) (t & 0xfff), t);
             break;
 
         default:
@@ -627,6 +648,21 @@ fuzz_ops(fuzz_in_t *in, unsigned kind, fuzz_state_t *s,
                     fuzz_range(in, 0, 1) ? now + fuzz_range(in, 0, 90 * FUZZ_DAY)
                                          : OR_MSEC_NONE, now);
                 break;
+            }
+
+            break;
+
+        case FUZZ_PACE:
+            if (op & 1) {
+                (void) or_pace_pause(&s->pace, now,
+                                     fuzz_range(in, 0, 2 * FUZZ_DAY));
+
+            } else {
+                (void) or_pace_tools_fail(&s->pace,
+                                          (size_t) fuzz_range(in, 0,
+                                                              1 << 22),
+                                          now,
+                                          fuzz_range(in, 0, 2 * FUZZ_DAY));
             }
 
             break;

@@ -124,6 +124,21 @@ static const char  *or_classify_context_markers[] = {
     NULL
 };
 
+/*
+ * R-TOOL-1: the request has more tools than the target accepts (the
+ * providers' own words: OpenAI, Gemini, GitHub Copilot, generic);
+ * "messages[3].tool_calls: array too long" is not one of them
+ */
+static const char  *or_classify_tool_markers[] = {
+    "'tools': array too long",
+    "function declarations can be specified",
+    "maximum number of tools",
+    "too many tools",
+    "number of tools exceeds",
+    "tools in your request",
+    NULL
+};
+
 static const char  *or_classify_apikey_markers[] = {
     "api key not valid",
     "api_key_invalid",
@@ -432,6 +447,10 @@ or_classify_status(int status, const char *body, size_t len,
     case 400:
     case 413:
     case 422:
+        if (or_classify_has(or_classify_tool_markers, body, len)) {
+            return OR_REASON_TOOL_LIMIT;
+        }
+
         if (or_classify_has(or_classify_context_markers, body, len)) {
             return OR_REASON_CONTEXT_OVERFLOW;
         }
@@ -1320,6 +1339,24 @@ or_classify_quota_text(const char *body, size_t len)
     }
 
     return or_classify_has(or_classify_quota_markers, body, len);
+}
+
+
+int
+or_classify_tool_limit(int status, const char *body, size_t len)
+{
+    char  decoded[OR_CLASSIFY_DECODE_MAX];
+
+    if (body == NULL || (status != 400 && status != 413 && status != 422)) {
+        return 0;
+    }
+
+    if (or_memcasemem(body, len, "\\u", 2) != NULL) {
+        len = or_classify_unescape(body, len, decoded, sizeof(decoded));
+        body = decoded;
+    }
+
+    return or_classify_has(or_classify_tool_markers, body, len);
 }
 
 

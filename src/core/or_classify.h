@@ -40,8 +40,10 @@
  *
  * Reasons and fall-over (decisions where the spec is silent):
  *
- *   400  context markers -> context_overflow (no fall-over: the next
- *        target would fail the same); API-key markers -> auth_error;
+ *   400  tool-count markers -> tool_limit (fall over: another target
+ *        may accept them; also 413/422); context markers ->
+ *        context_overflow (no fall-over: the next target would fail the
+ *        same); API-key markers -> auth_error;
  *        model-not-found markers -> not_found; else bad_request (no
  *        fall-over)
  *   401  auth_error; "token has expired"... -> expired
@@ -246,6 +248,17 @@ size_t or_classify_unescape(const char *in, size_t len, char *out,
 
 /* quota text (the generic quota markers) in body, escapes decoded */
 int or_classify_quota_text(const char *body, size_t len);
+
+/*
+ * R-TOOL-1: a 400/413/422 whose text says the request has too many tools
+ * ("Invalid 'tools': array too long", "At most 512 function declarations
+ * can be specified", "maximum number of tools", "too many tools",
+ * "number of tools exceeds", "... tools in your request"), escapes
+ * decoded.  or_classify() gives such an answer reason tool_limit (falls
+ * over, never a breaker count; it is checked before the context markers
+ * and after operator and catalog rules).
+ */
+int or_classify_tool_limit(int status, const char *body, size_t len);
 
 /*
  * A stream the gateway gave up on (R-STREAM-2/3, R-CD-8): content stall,

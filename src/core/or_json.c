@@ -31,7 +31,8 @@
 typedef enum {
     OR_JSON_M_NONE = 0,
     OR_JSON_M_MODEL,
-    OR_JSON_M_STREAM
+    OR_JSON_M_STREAM,
+    OR_JSON_M_TOOLS
 } or_json_member_e;
 
 
@@ -815,6 +816,10 @@ or_json_member(const unsigned char *key, size_t len, unsigned escaped)
             return OR_JSON_M_MODEL;
         }
 
+        if (len == 7 && memcmp(key, "\"tools\"", 7) == 0) {
+            return OR_JSON_M_TOOLS;
+        }
+
         if (len == 8 && memcmp(key, "\"stream\"", 8) == 0) {
             return OR_JSON_M_STREAM;
         }
@@ -834,6 +839,10 @@ or_json_member(const unsigned char *key, size_t len, unsigned escaped)
 
     if (n == 6 && memcmp(buf, "stream", 6) == 0) {
         return OR_JSON_M_STREAM;
+    }
+
+    if (n == 5 && memcmp(buf, "tools", 5) == 0) {
+        return OR_JSON_M_TOOLS;
     }
 
     return OR_JSON_M_NONE;
@@ -922,6 +931,11 @@ or_json_scan(const char *buf, size_t len, or_json_scan_t *out)
         memset(&out->stream, 0, sizeof(or_json_value_t));
     }
 
+    if (out->tools.end > at || out->tools.type == OR_JSON_ABSENT) {
+        memset(&out->tools, 0, sizeof(or_json_value_t));
+        out->tools_count = 0;
+    }
+
     return OR_JSON_SYNTAX;
 }
 
@@ -929,7 +943,7 @@ or_json_scan(const char *buf, size_t len, or_json_scan_t *out)
 static or_json_rc_e
 or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out)
 {
-    int                   in_object, top_object, model_seen, dup;
+    int                   in_object, top_object, model_seen, dup, in_tools;
     size_t                depth, dup_at;
     unsigned              escaped;
     const char           *err;
@@ -963,6 +977,7 @@ or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out)
     depth = 0;
     member = OR_JSON_M_NONE;
     model_seen = 0;
+    in_tools = 0;
     dup = 0;
     dup_at = 0;
     escaped = 0;
@@ -979,6 +994,10 @@ value:
 
     if (depth == 1) {
         mstart = p;
+
+    } else if (depth == 2 && in_tools) {
+        /* an element of the top-level "tools" array */
+        out->tools_count++;
     }
 
     switch (*p) {
@@ -996,6 +1015,12 @@ value:
         }
 
         in_object = (*p == '{');
+
+        if (depth == 1 && member == OR_JSON_M_TOOLS && !in_object) {
+            /* the last "tools" counts, as the last "stream" does */
+            in_tools = 1;
+            out->tools_count = 0;
+        }
 
         if (in_object) {
             stack[depth >> 3] |= (unsigned char) (1u << (depth & 7));
@@ -1054,12 +1079,21 @@ close:
     in_object = depth > 0
                 && ((stack[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1);
 
+    if (depth == 1) {
+        in_tools = 0;
+    }
+
 done_value:
 
     /* a value ends just before p; at depth 1 it is a top-level member */
 
     if (depth == 1 && member != OR_JSON_M_NONE) {
-        v = (member == OR_JSON_M_MODEL) ? &out->model : &out->stream;
+        v = (member == OR_JSON_M_MODEL) ? &out->model
+            : (member == OR_JSON_M_TOOLS) ? &out->tools : &out->stream;
+
+        if (member == OR_JSON_M_TOOLS && *mstart != '[') {
+            out->tools_count = 0;
+        }
 
         v->start = mstart - start;
         v->end = p - start;

@@ -3,8 +3,9 @@
  *
  * A one-pass JSON body scanner: validates a whole document against RFC
  * 8259 and reports where the top-level "model" and "stream" members are,
- * without building a tree or allocating anything.  Iterative (the nesting
- * stack is a fixed bit array), total on any input.
+ * without building a tree or allocating anything; it also counts the
+ * elements of the top-level "tools" array (tool-limit backoff).
+ * Iterative (the nesting stack is a fixed bit array), total on any input.
  *
  * Beyond the RFC, only a duplicated top-level "model" is refused (the
  * document is otherwise fully validated first).  Everything the RFC allows
@@ -59,6 +60,9 @@ typedef struct {
 typedef struct {
     or_json_value_t  model;     /* top-level "model" (the first one) */
     or_json_value_t  stream;    /* top-level "stream" (the last one) */
+    or_json_value_t  tools;     /* top-level "tools" (the last one) */
+    size_t           tools_count;   /* elements of that "tools" when it
+                                       is an array, else 0 (R-TOOL-3) */
     size_t           error_at;  /* SYNTAX/TOO_DEEP/DUP_MODEL: offset of
                                    the problem, else 0 */
     const char      *error;     /* a short static English description

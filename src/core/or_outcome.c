@@ -55,6 +55,13 @@ or_outcome_writes(const or_verdict_t *v, int status, or_transport_e transport,
         return w;
     }
 
+    /* R-TOOL-2: the provider/model backs off requests with as many tools */
+
+    if (reason == OR_REASON_TOOL_LIMIT) {
+        w.mask = OR_W_TOOLS;
+        return w;
+    }
+
     /*
      * A failure the (opt-in) model lockout takes is the model's, not the
      * connection's; every other one goes to the connection (R-ML-2).

@@ -13,6 +13,10 @@
  *   reason request_rejected           OR_W_REJECTED only   model
  *                                     (even with
  *                                     disable_cooling)
+ *   reason tool_limit                 OR_W_TOOLS only      -
+ *                                     (R-TOOL-2: the
+ *                                     provider/model, not
+ *                                     the connection)
  *   status != 0 and                   OR_W_LOCKOUT, not    or_lockout_scope
  *   or_lockout_applies(lockout_conf,  the connection       (status,
  *   status, v->scope), or v->scope                         v->scope)
@@ -80,6 +84,7 @@
 #define OR_W_SIBLINGS   0x04    /* egress siblings' cooldown states */
 #define OR_W_BREAKER    0x08    /* the provider's breaker */
 #define OR_W_LOCKOUT    0x10    /* model lockout table */
+#define OR_W_TOOLS      0x20    /* the tool-limit record (or_pace.h) */
 
 
 typedef enum {

@@ -22,7 +22,8 @@ static const char  *or_reason_names[OR_REASON_COUNT] = {
     "server_error",
     "timeout",
     "transport",
-    "stream_stall"
+    "stream_stall",
+    "tool_limit"
 };
 
 

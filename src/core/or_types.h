@@ -96,6 +96,7 @@ typedef enum {
     OR_REASON_TIMEOUT,
     OR_REASON_TRANSPORT,
     OR_REASON_STREAM_STALL,
+    OR_REASON_TOOL_LIMIT,               /* too many tools for the target */
     OR_REASON_COUNT
 } or_reason_e;
 

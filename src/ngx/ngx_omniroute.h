@@ -93,6 +93,9 @@ typedef struct {
     ngx_flag_t                    limit_reset;  /* R-LANE-7: reset first */
     ngx_str_t                     org;          /* organization UUID of
                                                    the reset claim */
+    ngx_int_t                     pacing;       /* R-PACE-5: 1 on, 0 off,
+                                                   NGX_CONF_UNSET: the
+                                                   safety net decides */
 } ngx_omniroute_connection_t;
 
 
@@ -190,6 +193,13 @@ typedef struct ngx_omniroute_main_conf_s {
 
     /* client keys and leases, or NULL (conf/ngx_omniroute_keys_conf.c) */
     struct ngx_omniroute_keys_conf_s  *keys;
+
+    /* omniroute_emergency_fallback (R-EMERG-1): the last-resort route */
+    ngx_omniroute_route_t        *emergency;
+    ngx_str_t                     emergency_conn;
+    ngx_str_t                     emergency_model;
+    ngx_str_t                     emergency_file;
+    ngx_uint_t                    emergency_line;
 } ngx_omniroute_main_conf_t;
 
 
@@ -253,6 +263,8 @@ ngx_int_t ngx_omniroute_read_secret(ngx_conf_t *cf, ngx_pool_t *pool,
     ngx_str_t *path, size_t max, const char *what, ngx_str_t *secret);
 
 /* resilience directives (conf/ngx_omniroute_rules_conf.c) */
+char *ngx_omniroute_emergency_fallback(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 char *ngx_omniroute_model_lockout(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_omniroute_error_rule(ngx_conf_t *cf, ngx_command_t *cmd,

@@ -182,6 +182,44 @@ static const case_t  cases[] = {
       R(NONE), S(NONE), NONE, NONE, 0, 0, 0, -1, NULL,
       "R-CLASS-2 200 -> success, no hint, no fall-over" },
 
+    /* R-TOOL-1: too many tools for the target: fall over, no breaker */
+    { C_GENERIC, TOK, 400, HS_NONE,
+      "{\"error\":{\"message\":\"Invalid 'tools': array too long. "
+      "Expected an array with maximum length 128, but got an array with "
+      "length 217 instead.\",\"type\":\"invalid_request_error\","
+      "\"param\":\"tools\",\"code\":\"array_above_max_length\"}}",
+      R(TOOL_LIMIT), S(NONE), NONE, NONE, 1, 0, 0, -1, NULL,
+      "R-TOOL-1 OpenAI 'tools': array too long -> tool_limit, falls over" },
+    { C_GENERIC, TOK, 400, HS_NONE,
+      "{\"error\":{\"code\":400,\"message\":\"The GenerateContentRequest "
+      "proto is invalid:\\n  * tools[0].function_declarations: "
+      "[FIELD_INVALID] At most 512 function declarations can be "
+      "specified.\",\"status\":\"INVALID_ARGUMENT\"}}",
+      R(TOOL_LIMIT), S(NONE), NONE, NONE, 1, 0, 0, -1, NULL,
+      "R-TOOL-1 Gemini 'function declarations' -> tool_limit" },
+    { C_GENERIC, TOK, 400, HS_NONE,
+      "{\"error\":{\"message\":\"You may not include more than 128 tools "
+      "in your request.\"}}",
+      R(TOOL_LIMIT), S(NONE), NONE, NONE, 1, 0, 0, -1, NULL,
+      "R-TOOL-1 Copilot 'tools in your request' -> tool_limit" },
+    { C_GENERIC, TOK, 422, HS_NONE,
+      "{\"detail\":\"Maximum number of tools exceeded (64)\"}",
+      R(TOOL_LIMIT), S(NONE), NONE, NONE, 1, 0, 0, -1, NULL,
+      "R-TOOL-1 422 'maximum number of tools' -> tool_limit" },
+    { C_GENERIC, TOK, 400, HS_NONE,
+      "{\"error\":{\"type\":\"invalid_request_error\",\"message\":"
+      "\"too many tools: 300 > 256\"}}",
+      R(TOOL_LIMIT), S(NONE), NONE, NONE, 1, 0, 0, -1, NULL,
+      "R-TOOL-1 'too many tools' -> tool_limit" },
+    { C_GENERIC, TOK, 400, HS_NONE,
+      "Invalid 'messages[3].tool_calls': array too long. Expected an array "
+      "with maximum length 128, but got an array with length 129 instead.",
+      R(BAD_REQUEST), S(NONE), NONE, NONE, 0, 0, 0, -1, NULL,
+      "R-TOOL-1 too many tool_calls in a message is no tool limit" },
+    { C_GENERIC, TOK, 429, HS_NONE, "too many tools",
+      R(RATE_LIMIT_EXCEEDED), S(NONE), NONE, NONE, 1, 0, 0, -1, NULL,
+      "R-TOOL-1 a 429 is never a tool limit" },
+
     /* 400 (R-CLASS-2) */
     { C_GENERIC, TOK, 400, HS_NONE,
       "This model's maximum context length is 8192 tokens",
@@ -849,7 +887,7 @@ test_misc(void)
     or_class_conf_t      conf;
     const or_catalog_t  *cat;
     static const int     fall[OR_REASON_COUNT] = {
-        0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1
+        0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1
     };
 
     for (i = 0; i < OR_REASON_COUNT; i++) {

@@ -47,6 +47,7 @@ static void tj_decode(void);
 static void tj_quote(void);
 static void tj_agent_body(void);
 static void tj_names(void);
+static void tj_tools(void);
 
 
 static const tj_doc_t  tj_valid[] = {
@@ -907,6 +908,58 @@ tj_utf8_blocks(void)
 }
 
 
+/* R-TOOL-3: the elements of the top-level "tools" array */
+
+static void
+tj_tools(void)
+{
+    size_t          i;
+    or_json_scan_t  s;
+
+    static const struct {
+        const char      *doc;
+        size_t           count;
+        or_json_type_e   type;
+        or_json_rc_e     rc;
+        const char      *name;
+    } cases[] = {
+        { "{\"model\":\"m\"}", 0, OR_JSON_ABSENT, OR_JSON_OK, "no tools" },
+        { "{\"tools\":[]}", 0, OR_JSON_ARRAY, OR_JSON_OK, "empty array" },
+        { "{\"tools\":[{\"type\":\"function\"}]}", 1, OR_JSON_ARRAY,
+          OR_JSON_OK, "one tool" },
+        { "{\"tools\":[{\"a\":[1,2,3]},{\"b\":{\"c\":[4]}},3,\"x\",null,"
+          "[5,6]]}", 6, OR_JSON_ARRAY, OR_JSON_OK,
+          "nested arrays and objects count once" },
+        { "{\"x\":[1,2],\"tools\":[1,2,3],\"y\":[4,5,6,7]}", 3,
+          OR_JSON_ARRAY, OR_JSON_OK, "other arrays do not count" },
+        { "{\"tools\":[1,2],\"tools\":[1,2,3,4]}", 4, OR_JSON_ARRAY,
+          OR_JSON_OK, "the last tools counts" },
+        { "{\"tools\":[1,2],\"tools\":{\"a\":[1]}}", 0, OR_JSON_OBJECT,
+          OR_JSON_OK, "a later non-array tools counts 0" },
+        { "{\"tools\":7}", 0, OR_JSON_NUMBER, OR_JSON_OK, "a number" },
+        { "{\"t\\u006fols\":[1,2]}", 2, OR_JSON_ARRAY, OR_JSON_OK,
+          "an escaped key" },
+        { "{\"m\":{\"tools\":[1,2]}}", 0, OR_JSON_ABSENT, OR_JSON_OK,
+          "a nested tools is not the request's" },
+        { "[{\"tools\":[1,2]}]", 0, OR_JSON_ABSENT, OR_JSON_NOT_OBJECT,
+          "not an object" },
+        { "{\"tools\": [ 1 , [ ] , { } ] }", 3, OR_JSON_ARRAY, OR_JSON_OK,
+          "whitespace" },
+        { "{\"model\":\"a\",\"model\":\"b\",\"tools\":[1]}", 1,
+          OR_JSON_ARRAY, OR_JSON_DUP_MODEL, "counted with a duplicate model" },
+    };
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        or_is_int(or_json_scan(cases[i].doc, strlen(cases[i].doc), &s),
+                  cases[i].rc, "tools: %s: rc", cases[i].name);
+        or_is_int(s.tools_count, cases[i].count, "tools: %s: count",
+                  cases[i].name);
+        or_is_int(s.tools.type, cases[i].type, "tools: %s: type",
+                  cases[i].name);
+    }
+}
+
+
 int
 main(void)
 {
@@ -918,6 +971,7 @@ main(void)
     tj_agent_body();
     tj_names();
     tj_utf8_blocks();
+    tj_tools();
 
     return or_done();
 }

@@ -62,6 +62,14 @@ typedef struct {
 
 static const writes_case_t  writes_cases[] = {
 
+    /* R-TOOL-2 tool_limit: only the tool-limit record, never the rest */
+    { "tool_limit: the tool-limit record only",
+      R(TOOL_LIMIT), S(NONE), 0, 400, OR_TRANSPORT_OK, LO_ON, 0, 0, 0,
+      OR_W_TOOLS, S(NONE), 0 },
+    { "tool_limit: not even a lockout with a model-scoped rule",
+      R(TOOL_LIMIT), S(MODEL), 0, 400, OR_TRANSPORT_OK, LO_ON, 0, 1, 1,
+      OR_W_TOOLS, S(NONE), 0 },
+
     /* request_rejected: only the rejected table, model scope */
     { "request_rejected: rejected table only, model scope",
       R(REQUEST_REJECTED), S(NONE), 0, 403, OR_TRANSPORT_OK, LO_ON, 0, 1, 1,

@@ -94,6 +94,17 @@ static const char  *ngx_omniroute_hist_le[NGX_OMNIROUTE_HIST_BOUNDS] = {
 #define NGX_OMNIROUTE_M_COST       3
 
 
+static const char  *ngx_omniroute_pace_names[NGX_OMNIROUTE_PACE_EVENTS] = {
+    "pause",
+    "lockout",
+    "queued",
+    "queue_timeout",
+    "backoff",
+    "skip",
+    "emergency"
+};
+
+
 static const char  *ngx_omniroute_table_names[NGX_OMNIROUTE_T_COUNT] = {
     "breaker",
     "connection",
@@ -103,7 +114,8 @@ static const char  *ngx_omniroute_table_names[NGX_OMNIROUTE_T_COUNT] = {
     "settings",
     "session_pin",
     "lease",
-    "lane"
+    "lane",
+    "pace"
 };
 
 
@@ -444,6 +456,46 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                                      or_reset_result_name(i),
                                      sh ? sh->stats.limit_resets[i] : 0);
     }
+
+    /* R-PACE, R-TOOL, R-EMERG (docs/metrics.md) */
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_pacing_total", "counter",
+                               "Pacing of body-stated 429 waits: "
+                               "connections paused, long typed waits "
+                               "locked, requests that waited a pause or "
+                               "were answered at once.");
+
+    for (i = 0; i < 4; i++) {
+        ngx_omniroute_metrics_printf(&mb,
+                               "omniroute_pacing_total{event=\"%s\"} %uA\n",
+                               ngx_omniroute_pace_names[i],
+                               sh ? sh->stats.pace[i] : 0);
+    }
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_tool_limit_total", "counter",
+                               "Tool-limit backoff: provider/models that "
+                               "refused a request's tools, and targets "
+                               "skipped for it.");
+
+    for (i = NGX_OMNIROUTE_PACE_TOOL_BACKOFF;
+         i <= NGX_OMNIROUTE_PACE_TOOL_SKIP; i++)
+    {
+        ngx_omniroute_metrics_printf(&mb,
+                           "omniroute_tool_limit_total{event=\"%s\"} %uA\n",
+                           ngx_omniroute_pace_names[i],
+                           sh ? sh->stats.pace[i] : 0);
+    }
+
+    ngx_omniroute_metrics_head(&mb, "omniroute_emergency_fallback_total",
+                               "counter",
+                               "Requests planned onto the emergency "
+                               "target after every other candidate failed "
+                               "or was excluded.");
+    ngx_omniroute_metrics_printf(&mb,
+                                 "omniroute_emergency_fallback_total %uA\n",
+                                 sh ? sh->stats.pace[
+                                          NGX_OMNIROUTE_PACE_EMERGENCY]
+                                    : 0);
 
     ngx_omniroute_metrics_redis(&mb);
     ngx_omniroute_metrics_keys(&mb, call->omcf);

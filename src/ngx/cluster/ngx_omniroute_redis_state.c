@@ -36,6 +36,7 @@
 #include "or_cooldown.h"
 #include "or_lockout.h"
 #include "or_lane.h"
+#include "or_pace.h"
 
 
 typedef struct {
@@ -83,7 +84,8 @@ static const char  *ngx_omniroute_redis_tables[] = {
     "settings",
     "pin",
     "lease",                /* not mirrored: Redis has its own */
-    "lane"
+    "lane",
+    "pace"
 };
 
 
@@ -137,6 +139,7 @@ ngx_omniroute_redis_mirrored(ngx_uint_t table)
     case NGX_OMNIROUTE_T_SETTINGS:
     case NGX_OMNIROUTE_T_PIN:
     case NGX_OMNIROUTE_T_LANE:
+    case NGX_OMNIROUTE_T_PACE:
         return 1;
 
     default:
@@ -167,6 +170,9 @@ ngx_omniroute_redis_value_size(ngx_uint_t table)
 
     case NGX_OMNIROUTE_T_LANE:
         return sizeof(or_lane_t);
+
+    case NGX_OMNIROUTE_T_PACE:
+        return sizeof(or_pace_t);
 
     default:
         return 0;
@@ -218,6 +224,11 @@ ngx_omniroute_redis_last(ngx_uint_t table, u_char *value, or_msec_t now)
 
     case NGX_OMNIROUTE_T_LANE:
         last = or_lane_expires((or_lane_t *) value, 0);
+        break;
+
+    case NGX_OMNIROUTE_T_PACE:
+        last = ngx_max(((or_pace_t *) value)->until,
+                       ((or_pace_t *) value)->since);
         break;
 
     default:
@@ -385,6 +396,9 @@ ngx_omniroute_redis_check(ngx_uint_t table, ngx_str_t *key, u_char *value,
 
     case NGX_OMNIROUTE_T_LANE:
         return or_lane_valid(value, size, now);
+
+    case NGX_OMNIROUTE_T_PACE:
+        return or_pace_valid(value, size, now);
 
     case NGX_OMNIROUTE_T_SETTINGS:
         return ngx_omniroute_redis_check_settings(key, value, size);
@@ -699,6 +713,17 @@ ngx_omniroute_redis_merge(void *value, void *arg, or_msec_t *expires)
 
         if (changed) {
             *expires = or_lane_expires(value, ngx_omniroute_now());
+        }
+
+        break;
+
+    case NGX_OMNIROUTE_T_PACE:
+        changed = or_pace_merge(value, (or_pace_t *) m->src);
+        equal = or_pace_equal(value, (or_pace_t *) m->src);
+
+        if (changed) {
+            /* as the request path does: gone once it has ended */
+            *expires = ((or_pace_t *) value)->until;
         }
 
         break;

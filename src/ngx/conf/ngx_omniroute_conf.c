@@ -45,6 +45,8 @@ static ngx_int_t ngx_omniroute_find_provider(ngx_omniroute_main_conf_t *omcf,
     ngx_str_t *name);
 static ngx_omniroute_model_t *ngx_omniroute_find_model(
     ngx_omniroute_main_conf_t *omcf, ngx_str_t *name);
+static ngx_int_t ngx_omniroute_init_emergency(ngx_conf_t *cf,
+    ngx_omniroute_main_conf_t *omcf);
 static ngx_int_t ngx_omniroute_init_routes(ngx_conf_t *cf,
     ngx_omniroute_main_conf_t *omcf);
 static ngx_int_t ngx_omniroute_build_auth_value(ngx_conf_t *cf,
@@ -536,6 +538,7 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     c->priority = 0;
     c->weight = 1;
     c->provider = NGX_CONF_UNSET_UINT;
+    c->pacing = NGX_CONF_UNSET;
 
     ngx_str_null(&key_env);
     ngx_str_null(&key_file);
@@ -666,6 +669,16 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                 return NGX_CONF_ERROR;
             }
 
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "pacing=on") == 0) {
+            c->pacing = 1;
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "pacing=off") == 0) {
+            c->pacing = 0;
             continue;
         }
 
@@ -1442,6 +1455,12 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    if (omcf->emergency_conn.len
+        && ngx_omniroute_init_emergency(cf, omcf) != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
     /* client keys: their connections, their zone (keys_conf.c) */
 
     if (ngx_omniroute_keys_init(cf, omcf) != NGX_OK) {
@@ -1449,6 +1468,120 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
     }
 
     return NGX_CONF_OK;
+}
+
+
+/*
+ * omniroute_emergency_fallback <connection>/<model>; (R-EMERG-1): the
+ * last-resort target, one route, tried only when every candidate of a
+ * request failed or was excluded.  The connection id has no "/" (see
+ * ngx_omniroute_valid_name()); the model is the upstream model, sent as
+ * it is (it may contain "/" itself).
+ */
+
+char *
+ngx_omniroute_emergency_fallback(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_omniroute_main_conf_t *omcf = conf;
+
+    u_char     *slash;
+    ngx_str_t  *value;
+
+    if (omcf->emergency_conn.len) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    slash = ngx_strlchr(value[1].data, value[1].data + value[1].len, '/');
+
+    if (slash == NULL || slash == value[1].data
+        || slash + 1 == value[1].data + value[1].len)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid \"%V\" of \"omniroute_emergency_"
+                           "fallback\": expected <connection>/<model>",
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    omcf->emergency_conn.data = value[1].data;
+    omcf->emergency_conn.len = slash - value[1].data;
+    omcf->emergency_model.data = slash + 1;
+    omcf->emergency_model.len = value[1].data + value[1].len - slash - 1;
+    omcf->emergency_file = cf->conf_file->file.name;
+    omcf->emergency_line = cf->conf_file->line;
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_omniroute_init_emergency(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
+{
+    ngx_uint_t                   i;
+    ngx_array_t                  routes;
+    ngx_omniroute_route_t       *rt;
+    ngx_omniroute_target_t      *t;
+    ngx_omniroute_connection_t  *c;
+
+    c = omcf->connections.elts;
+
+    for (i = 0; i < omcf->connections.nelts; i++) {
+        if (c[i].id.len == omcf->emergency_conn.len
+            && ngx_strncmp(c[i].id.data, omcf->emergency_conn.data,
+                           c[i].id.len)
+               == 0)
+        {
+            break;
+        }
+    }
+
+    if (i == omcf->connections.nelts) {
+        ngx_omniroute_conf_error(cf, &omcf->emergency_file,
+                                 omcf->emergency_line,
+                                 "\"omniroute_emergency_fallback\" names "
+                                 "unknown connection \"%V\"",
+                                 &omcf->emergency_conn);
+        return NGX_ERROR;
+    }
+
+    t = ngx_palloc(cf->pool, sizeof(ngx_omniroute_target_t));
+    if (t == NULL) {
+        return NGX_ERROR;
+    }
+
+    t->provider = c[i].provider;
+    t->model = omcf->emergency_model;
+
+    if (ngx_array_init(&routes, cf->pool, 4, sizeof(ngx_omniroute_route_t))
+        != NGX_OK
+        || ngx_omniroute_routes_add(cf->pool, &routes, omcf, t) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    rt = routes.elts;
+
+    for (i = 0; i < routes.nelts; i++) {
+        if (rt[i].conn->id.len == omcf->emergency_conn.len
+            && ngx_strncmp(rt[i].conn->id.data, omcf->emergency_conn.data,
+                           omcf->emergency_conn.len)
+               == 0)
+        {
+            omcf->emergency = &rt[i];
+            return NGX_OK;
+        }
+    }
+
+    ngx_omniroute_conf_error(cf, &omcf->emergency_file, omcf->emergency_line,
+                             "connection \"%V\" of \"omniroute_emergency_"
+                             "fallback\" may not serve model \"%V\" "
+                             "(its \"models=\")", &omcf->emergency_conn,
+                             &omcf->emergency_model);
+
+    return NGX_ERROR;
 }
 
 

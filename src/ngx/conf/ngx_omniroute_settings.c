@@ -241,6 +241,20 @@ ngx_omniroute_setting_desc_t  ngx_omniroute_global_settings[] = {
       ngx_omniroute_gfield(queue_fail_open),
       NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
 
+    /* 10 .. 12: pacing, tool-limit backoff, emergency fallback */
+    { "request_queue", "auto_enable", NULL,
+      "RATE_LIMIT_AUTO_ENABLE", 1,
+      ngx_omniroute_gfield(pace_auto_enable),
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
+    { "emergency_fallback", "enabled", NULL,
+      "OMNIROUTE_EMERGENCY_FALLBACK", 1,
+      ngx_omniroute_gfield(emergency_fallback),
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
+    { "tool_limit", "backoff_ms", NULL,
+      "OMNIROUTE_TOOL_LIMIT_BACKOFF_MS", 1,
+      ngx_omniroute_gfield(tool_backoff_ms),
+      NGX_OMNIROUTE_SF_MSEC, 1, NGX_OMNIROUTE_DAY_MS, NULL, NULL },
+
     { NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL }
 };
 
@@ -259,7 +273,7 @@ static ngx_omniroute_env_value_t
 
 static ngx_omniroute_global_settings_t  ngx_omniroute_global_base = {
     0, 0, 30 * 1000, 600 * 1000, 0, 0, 1, 0, 10 * 1000, 30 * 1000,
-    OR_MSEC_NONE
+    OR_MSEC_NONE, 0, 1, 3600 * 1000
 };
 
 static void  *ngx_omniroute_env_cycle;
@@ -1130,6 +1144,9 @@ ngx_omniroute_settings_read_env(void)
     ngx_omniroute_global_base.combo_wait_max_ms = 10 * 1000;
     ngx_omniroute_global_base.combo_wait_budget_ms = 30 * 1000;
     ngx_omniroute_global_base.request_budget_ms = OR_MSEC_NONE;
+    ngx_omniroute_global_base.pace_auto_enable = 0;
+    ngx_omniroute_global_base.emergency_fallback = 1;
+    ngx_omniroute_global_base.tool_backoff_ms = 3600 * 1000;
     ngx_omniroute_global_base.env_set = 0;
 
     for (i = 0; ngx_omniroute_global_settings[i].name; i++) {

@@ -86,6 +86,9 @@ typedef struct {
     or_msec_t                     combo_wait_max_ms;
     or_msec_t                     combo_wait_budget_ms;
     or_msec_t                     request_budget_ms;    /* NONE: none */
+    int32_t                       pace_auto_enable;     /* R-PACE-5 */
+    int32_t                       emergency_fallback;   /* R-EMERG-2 */
+    or_msec_t                     tool_backoff_ms;      /* R-TOOL-2 */
 } ngx_omniroute_global_settings_t;
 
 

@@ -190,6 +190,13 @@ ngx_omniroute_acquire_slot(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     counters[0] = NULL;
     counters[1] = NULL;
 
+    /* R-PACE-2: a paused connection has no free slot (not even failing
+     * open: it would only answer 429 again) */
+
+    if (ngx_omniroute_pace_busy(r, ctx, cand) == NGX_BUSY) {
+        return NGX_BUSY;
+    }
+
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
 
     if (!omcf->track_inflight || omcf->shm_zone == NULL) {
@@ -205,6 +212,7 @@ ngx_omniroute_acquire_slot(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
                                    ? 0 : cand->conn->max_concurrent)
         != NGX_OK)
     {
+
         ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "omniroute dispatch: \"%V\" at max_concurrent %ui",
                        &cand->conn->id, cand->conn->max_concurrent);
@@ -406,7 +414,11 @@ ngx_omniroute_queue_ahead(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
 
-    if (!ctx->capped || omcf->shm_zone == NULL
+    /* a paused connection (R-PACE-2) queues requests as a cap does */
+
+    if (omcf->shm_zone == NULL
+        || (!ctx->capped
+            && ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_PACE))
         || ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_STRATEGY))
     {
         return 0;
@@ -446,6 +458,7 @@ ngx_int_t
 ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     or_msec_t                   now, left;
+    ngx_int_t                   rc;
     ngx_str_t                  *key;
     ngx_atomic_uint_t           n;
     ngx_omniroute_queue_op_t    op;
@@ -480,6 +493,16 @@ ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     if (left != OR_MSEC_NONE && now + left < ctx->wait_until) {
         ctx->wait_until = now + left;
+    }
+
+    /* R-PACE-4: paused past the caller's queue time: answered now */
+
+    rc = ngx_omniroute_pace_timeout(r, ctx);
+
+    if (rc != NGX_DECLINED) {
+        ctx->queued = 0;
+        (void) ngx_atomic_fetch_add(&omcf->store.sh->queued, -1);
+        return rc;
     }
 
     /* a ticket: its place in the model's queue */
@@ -538,7 +561,14 @@ ngx_omniroute_queue_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     now = ngx_omniroute_now();
 
-    if (now >= ctx->wait_until) {
+    if (now >= ctx->wait_until
+        || ngx_omniroute_pace_until(r, ctx) > ctx->wait_until)
+    {
+        /* out of time, or every route paused past it (R-PACE-4) */
+        if (now < ctx->wait_until) {
+            ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_TIMEOUT);
+        }
+
         return NGX_DECLINED;
     }
 
@@ -657,7 +687,7 @@ ngx_omniroute_queue_free(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 ngx_int_t
 ngx_omniroute_queue_wait(ngx_omniroute_ctx_t *ctx)
 {
-    or_msec_t  now;
+    or_msec_t  now, ms;
 
     now = ngx_omniroute_now();
 
@@ -665,9 +695,10 @@ ngx_omniroute_queue_wait(ngx_omniroute_ctx_t *ctx)
         return NGX_DECLINED;
     }
 
-    ngx_add_timer(&ctx->wait,
-                  (ngx_msec_t) ngx_min(OR_QUEUE_POLL_MIN_MS,
-                                       ctx->wait_until - now));
+    /* the head of a paused model's queue tries again at the pause's end */
+    ms = ngx_omniroute_pace_poll(ctx->request, ctx, OR_QUEUE_POLL_MIN_MS);
+
+    ngx_add_timer(&ctx->wait, (ngx_msec_t) ngx_min(ms, ctx->wait_until - now));
 
     return NGX_OK;
 }

@@ -190,6 +190,12 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
     o.start = a->start;
     o.now = ngx_omniroute_now();
 
+    /* R-PACE-2/3: a body-stated wait paces, or locks the model */
+
+    if (ngx_omniroute_pace_failure(r, a, o.status) == NGX_OK) {
+        return;
+    }
+
     w = or_outcome_writes(&a->verdict, o.status, a->transport,
                           &o.settings->lockout, cand->conn->disable_cooling,
                           cand->provider->class_conf.egress_bucketed,
@@ -199,6 +205,11 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
                    "omniroute outcome: \"%V\" %s status:%d writes:%xd",
                    &cand->conn->id, or_reason_name(a->verdict.reason),
                    o.status, w.mask);
+
+    if (w.mask & OR_W_TOOLS) {
+        ngx_omniroute_pace_tools(r, a);
+        return;
+    }
 
     /* request_rejected counts per connection and model, never bans */
 

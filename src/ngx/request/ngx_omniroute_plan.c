@@ -7,7 +7,9 @@
  * connection cooldown or terminal state, model lockout, request_rejected),
  * in the order of the combo's strategy.  In priority order the routes are
  * checked only as far as the attempts need them, so a model served by
- * many connections plans as fast as one served by a few.
+ * many connections plans as fast as one served by a few.  A route whose
+ * provider/model refused as many tools is left out (R-TOOL-4); the
+ * emergency target comes after every other one (R-EMERG-1).
  */
 
 
@@ -35,6 +37,7 @@ static ngx_int_t ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
 static ngx_omniroute_provider_state_t *ngx_omniroute_plan_provider(
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
 static ngx_int_t ngx_omniroute_plan_peek(ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_plan_emergency(ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_order(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_store_t *st);
 static void ngx_omniroute_pin_first(ngx_omniroute_ctx_t *ctx,
@@ -196,7 +199,8 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ctx->plan_excluded = ctx->excluded.nelts;
 
     if (ctx->candidates.nelts == 0) {
-        return NGX_DECLINED;
+        /* every route excluded: the emergency target, if any */
+        return ngx_omniroute_plan_peek(ctx);
     }
 
     if (omcf->shm_zone
@@ -341,6 +345,21 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
 
         excl = or_plan_exclusion(&view, now, &retry);
 
+        if (excl == OR_EXCL_NONE
+            && ngx_omniroute_pace_tools_skip(ctx, route, &retry)
+               == NGX_DECLINED)
+        {
+            /* R-TOOL-4: too many tools for it; fewer would still go */
+            if (ngx_omniroute_plan_exclude(ctx, route, "tool_limit", retry,
+                                           OR_WAIT_KIND_HARD)
+                != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+
+            return NGX_DECLINED;
+        }
+
         if (excl != OR_EXCL_NONE) {
             ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log,
                            0, "omniroute plan: \"%V\" excluded: %s, "
@@ -446,7 +465,14 @@ ngx_omniroute_plan_peek(ngx_omniroute_ctx_t *ctx)
     while (ctx->next >= ctx->candidates.nelts) {
 
         if (!ctx->lazy || ctx->scanned >= ctx->nroutes) {
-            return NGX_DECLINED;
+            /* R-EMERG-1: the last resort, once */
+            rc = ngx_omniroute_plan_emergency(ctx);
+
+            if (rc == NGX_OK) {
+                continue;
+            }
+
+            return (rc == NGX_ERROR) ? NGX_ERROR : NGX_DECLINED;
         }
 
         rc = ngx_omniroute_plan_check(ctx, &ctx->routes[ctx->scanned++]);
@@ -489,6 +515,7 @@ ngx_omniroute_plan_restart(ngx_omniroute_ctx_t *ctx)
         ctx->scanned = 0;
         ctx->candidates.nelts = 0;
         ctx->excluded.nelts = 0;
+        ctx->emergency = 0;
         return;
     }
 
@@ -512,6 +539,7 @@ ngx_omniroute_plan_reset(ngx_omniroute_ctx_t *ctx)
     ctx->excluded.nelts = 0;
     ctx->plan_excluded = 0;
     ctx->providers = NULL;
+    ctx->emergency = 0;
 }
 
 
@@ -568,6 +596,73 @@ ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
     ex->reason = reason;
     ex->retry_after = retry_after;
     ex->kind = kind;
+
+    return NGX_OK;
+}
+
+
+/*
+ * R-EMERG-1: the emergency target, once every other candidate of the
+ * request failed or was excluded (never because the others are busy: a
+ * request at the caps queues).  NGX_OK: it is the next candidate.
+ */
+
+static ngx_int_t
+ngx_omniroute_plan_emergency(ngx_omniroute_ctx_t *ctx)
+{
+    ngx_int_t                   rc;
+    ngx_uint_t                  i;
+    ngx_omniroute_route_t      *e;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_get_module_main_conf(ctx->request,
+                                         ngx_http_omniroute_module);
+    e = omcf->emergency;
+
+    if (e == NULL || ctx->emergency || ctx->saw_full
+        || !ctx->global.emergency_fallback)
+    {
+        return NGX_DECLINED;
+    }
+
+    ctx->emergency = 1;
+
+    /* a route of the model already: tried (or excluded) as one */
+
+    for (i = 0; i < ctx->nroutes; i++) {
+        if (ctx->routes[i].conn == e->conn
+            && ctx->routes[i].target->model.len == e->target->model.len
+            && ngx_strncmp(ctx->routes[i].target->model.data,
+                           e->target->model.data, e->target->model.len)
+               == 0)
+        {
+            return NGX_DECLINED;
+        }
+    }
+
+    /* a client key's connections and a lease bind the emergency too */
+
+    if (ctx->auth
+        && (ctx->auth->managed
+            || (ctx->auth->key->conns
+                && !ngx_omniroute_keys_conn_allowed(ctx->auth->key, omcf,
+                                                    e->conn))))
+    {
+        return NGX_DECLINED;
+    }
+
+    rc = ngx_omniroute_plan_check(ctx, e);
+
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    ngx_omniroute_pace_count(ctx->request, NGX_OMNIROUTE_PACE_EMERGENCY);
+
+    ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
+                  "omniroute: every candidate of \"%V\" failed or was "
+                  "excluded: emergency fallback \"%V/%V\"", &ctx->model,
+                  &e->conn->id, &e->target->model);
 
     return NGX_OK;
 }

@@ -824,6 +824,24 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
         return;
     }
 
+    if (a->paced
+        && ctx->attempts.nelts < (ngx_uint_t) ctx->lcf->max_attempts
+        && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0))
+    {
+        /* R-PACE-2: not a fall-over: it waits for the pause, in order */
+        ctx->current = NULL;
+        ngx_omniroute_plan_restart(ctx);
+        ctx->wait.handler = ngx_omniroute_queue_retry;
+
+        rc = ngx_omniroute_queue_enter(r, ctx);
+
+        if (rc != NGX_DONE) {
+            ngx_http_finalize_request(r, rc);
+        }
+
+        return;
+    }
+
     if (ngx_omniroute_may_fall_over(ctx, a)) {
         ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "omniroute: \"%V\" failed (%s), falling over",

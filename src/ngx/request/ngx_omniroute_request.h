@@ -146,6 +146,8 @@ typedef struct {
                                                    provider in full */
     unsigned                      lane_slow:1;  /* carried the slow header
                                                    (lane.c) */
+    unsigned                      paced:1;      /* its 429 paused the
+                                                   connection (R-PACE-2) */
 } ngx_omniroute_attempt_t;
 
 
@@ -206,6 +208,8 @@ struct ngx_omniroute_ctx_s {
     unsigned                      capped:1;     /* a route has a cap */
     unsigned                      fail_open:1;  /* dispatch past the caps */
     unsigned                      waiting:1;    /* out a cooldown */
+    unsigned                      emergency:1;  /* the emergency target
+                                                   was planned (R-EMERG-1) */
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
     ngx_omniroute_stats_req_t    *stats;        /* stats.c */
@@ -390,6 +394,26 @@ void ngx_omniroute_record_failure(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
 void ngx_omniroute_record_success(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
+
+/*
+ * pace.c: pacing (R-PACE), tool-limit backoff (R-TOOL), what the three
+ * count (with the emergency fallback, R-EMERG)
+ */
+ngx_int_t ngx_omniroute_pace_failure(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a, int status);
+void ngx_omniroute_pace_tools(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_pace_tools_skip(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_route_t *route, or_msec_t *retry);
+ngx_int_t ngx_omniroute_pace_busy(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand);
+or_msec_t ngx_omniroute_pace_until(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+or_msec_t ngx_omniroute_pace_poll(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, or_msec_t ms);
+ngx_int_t ngx_omniroute_pace_timeout(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_pace_count(ngx_http_request_t *r, ngx_uint_t event);
 
 /* response.c: all that the client gets */
 ngx_int_t ngx_omniroute_reject(ngx_omniroute_ctx_t *ctx, ngx_uint_t status,

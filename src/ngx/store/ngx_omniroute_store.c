@@ -133,7 +133,9 @@ static ngx_omniroute_table_t  ngx_omniroute_tables[NGX_OMNIROUTE_T_COUNT] = {
     { "lease", NGX_OMNIROUTE_EC_SETTINGS, NGX_OMNIROUTE_EC_MODEL, 0 },
 
     /* NGX_OMNIROUTE_T_LANE: protective, like a cooldown (R-LANE-8) */
-    { "lane", NGX_OMNIROUTE_EC_CONFIG, NGX_OMNIROUTE_EC_CONFIG, 1 }
+    { "lane", NGX_OMNIROUTE_EC_CONFIG, NGX_OMNIROUTE_EC_CONFIG, 1 },
+    /* NGX_OMNIROUTE_T_PACE: pauses and tool limits, evicted as lockouts */
+    { "pace", NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_EC_MODEL, 1 }
 };
 
 
@@ -154,6 +156,7 @@ static struct {
     { NGX_OMNIROUTE_EC_CONFIG, NGX_OMNIROUTE_T_LANE, -1 },
     { NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_T_LOCKOUT, -1 },
     { NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_T_REJECTED, -1 },
+    { NGX_OMNIROUTE_EC_MODEL, NGX_OMNIROUTE_T_PACE, -1 },
     { NGX_OMNIROUTE_EC_STRATEGY, -1, -1 },
     { NGX_OMNIROUTE_EC_SESSION, -1, -1 }
 };

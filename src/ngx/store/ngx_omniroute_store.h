@@ -63,6 +63,9 @@ typedef enum {
     NGX_OMNIROUTE_T_LEASE,          /* key: "c:" connection, "o:" owner
                                        hash (ngx_omniroute_lease_store.h) */
     NGX_OMNIROUTE_T_LANE,           /* key: connection id (or_lane.h) */
+    NGX_OMNIROUTE_T_PACE,           /* key: "p:" connection (a pause),
+                                       "t:" provider "|" model (a tool
+                                       limit): or_pace_t */
     NGX_OMNIROUTE_T_COUNT
 } ngx_omniroute_table_e;
 
@@ -109,6 +112,16 @@ typedef enum {
 } ngx_omniroute_outcome_e;
 
 
+/* the events of ngx_omniroute_stats_t.pace (docs/metrics.md) */
+#define NGX_OMNIROUTE_PACE_PAUSE          0   /* a connection paused */
+#define NGX_OMNIROUTE_PACE_LOCKOUT        1   /* a long typed wait locked */
+#define NGX_OMNIROUTE_PACE_QUEUED         2   /* a request waited a pause */
+#define NGX_OMNIROUTE_PACE_TIMEOUT        3   /* answered at once */
+#define NGX_OMNIROUTE_PACE_TOOL_BACKOFF   4   /* a tool limit recorded */
+#define NGX_OMNIROUTE_PACE_TOOL_SKIP      5   /* a target skipped for it */
+#define NGX_OMNIROUTE_PACE_EMERGENCY      6   /* the emergency target tried */
+#define NGX_OMNIROUTE_PACE_EVENTS         7
+
 #define NGX_OMNIROUTE_RULE_SLOTS     32
 #define NGX_OMNIROUTE_RULE_NAME_MAX  48
 
@@ -131,6 +144,9 @@ typedef struct {
     ngx_atomic_t                  lane_waits;
     ngx_atomic_t                  lane_ends[OR_LANE_END_COUNT];
     ngx_atomic_t                  limit_resets[OR_RESET_COUNT];
+    ngx_atomic_t                  pace[NGX_OMNIROUTE_PACE_EVENTS];
+                                                /* pacing, tool limits,
+                                                   emergency fallback */
 } ngx_omniroute_stats_t;
 
 
@@ -149,7 +165,7 @@ typedef struct {
  * (ngx_omniroute_store.c).
  */
 #define NGX_OMNIROUTE_LAYOUT_MAGIC    0x4f4d4e52
-#define NGX_OMNIROUTE_LAYOUT_VERSION  3
+#define NGX_OMNIROUTE_LAYOUT_VERSION  4
 
 
 typedef struct {

@@ -1,0 +1,310 @@
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * Pacing and tool-limit backoff; see or_pace.h for the contract.
+ */
+
+
+#include <string.h>
+
+#include "or_pace.h"
+#include "or_hint.h"
+
+
+void
+or_pace_hint(const char *body, size_t len, or_msec_t now, or_pace_hint_t *h)
+{
+    or_msec_t  typed, prose;
+
+    h->ms = OR_MSEC_NONE;
+    h->typed = 0;
+
+    if (body == NULL || len == 0) {
+        return;
+    }
+
+    typed = or_hint_retry_delay(body, len);
+    prose = or_hint_body_text(body, len, now);
+
+    if (typed != OR_MSEC_NONE
+        && or_memcasemem(body, len, "google.rpc.RetryInfo", 20) == NULL)
+    {
+        /* an untyped "retryDelay" is read as prose (R-PACE-1) */
+        prose = (prose == OR_MSEC_NONE || typed > prose) ? typed : prose;
+        typed = OR_MSEC_NONE;
+    }
+
+    if (typed != OR_MSEC_NONE && (prose == OR_MSEC_NONE || typed >= prose)) {
+        h->ms = typed;
+        h->typed = 1;
+        return;
+    }
+
+    h->ms = prose;
+}
+
+
+int
+or_pace_enabled(int conn_switch, or_kind_e kind, int auto_enable)
+{
+    if (conn_switch == 0 || conn_switch == 1) {
+        return conn_switch;
+    }
+
+    return auto_enable > 0 && kind == OR_KIND_APIKEY;
+}
+
+
+or_pace_e
+or_pace_decide(int enabled, int status, or_reason_e reason,
+    const or_pace_hint_t *h, or_msec_t max_wait_ms, or_msec_t *ms)
+{
+    *ms = 0;
+
+    if (!enabled || status != 429 || h == NULL || h->ms <= 0) {
+        return OR_PACE_NONE;
+    }
+
+    switch (reason) {
+
+    case OR_REASON_RATE_LIMIT_EXCEEDED:
+    case OR_REASON_QUOTA_EXHAUSTED:
+    case OR_REASON_CONCURRENCY_LIMITED:
+        break;
+
+    default:
+        return OR_PACE_NONE;
+    }
+
+    if (max_wait_ms > 0 && h->ms <= max_wait_ms) {
+        *ms = h->ms;
+        return OR_PACE_PAUSE;
+    }
+
+    if (h->typed) {
+        *ms = h->ms < OR_PACE_LOCK_MAX_MS ? h->ms : OR_PACE_LOCK_MAX_MS;
+        return OR_PACE_LOCK;
+    }
+
+    return OR_PACE_NONE;
+}
+
+
+or_msec_t
+or_pace_left(const or_pace_t *p, or_msec_t now)
+{
+    if (p == NULL || p->until <= now) {
+        return 0;
+    }
+
+    return p->until - now;
+}
+
+
+or_pace_admit_e
+or_pace_admit(const or_pace_t *p, or_msec_t now, or_msec_t wait_left_ms,
+    or_msec_t *ms)
+{
+    or_msec_t  left;
+
+    *ms = 0;
+
+    if (p == NULL || p->tools != 0) {
+        return OR_PACE_GO;
+    }
+
+    left = or_pace_left(p, now);
+
+    if (left <= 0) {
+        return OR_PACE_GO;
+    }
+
+    *ms = left;
+
+    return (left <= wait_left_ms) ? OR_PACE_WAIT : OR_PACE_TIMEOUT;
+}
+
+
+/* an ended record begins a new epoch of kind */
+
+static void
+or_pace_begin(or_pace_t *p, or_msec_t now, uint32_t kind)
+{
+    if (p->until > now && p->kind == kind) {
+        return;
+    }
+
+    p->epoch = or_count_next(p->epoch);
+    p->tools = 0;
+    p->until = now;
+    p->since = now;
+    p->kind = kind;
+    p->reserved = 0;
+}
+
+
+int
+or_pace_pause(or_pace_t *p, or_msec_t now, or_msec_t ms)
+{
+    or_pace_t  before;
+    or_msec_t  until;
+
+    if (ms <= 0 || now < 0) {
+        return 0;
+    }
+
+    before = *p;
+
+    or_pace_begin(p, now, OR_PACE_KIND_PAUSE);
+
+    if (ms > OR_PACE_MAX_MS) {
+        ms = OR_PACE_MAX_MS;
+    }
+
+    until = or_msec_add(now, ms);
+
+    if (until > or_msec_add(p->since, OR_PACE_MAX_MS)) {
+        /* valid for the peers: at most OR_PACE_MAX_MS in one epoch */
+        until = or_msec_add(p->since, OR_PACE_MAX_MS);
+    }
+
+    if (until > p->until) {
+        p->until = until;
+    }
+
+    return memcmp(&before, p, sizeof(or_pace_t)) != 0;
+}
+
+
+int
+or_pace_tools_fail(or_pace_t *p, size_t ntools, or_msec_t now, or_msec_t ms)
+{
+    uint32_t   n;
+    or_pace_t  before;
+    or_msec_t  until;
+
+    if (ntools == 0 || ms <= 0 || now < 0) {
+        return 0;
+    }
+
+    n = (ntools > OR_PACE_TOOLS_MAX) ? OR_PACE_TOOLS_MAX : (uint32_t) ntools;
+
+    before = *p;
+
+    or_pace_begin(p, now, OR_PACE_KIND_TOOLS);
+
+    if (p->tools == 0 || n < p->tools) {
+        p->tools = n;
+    }
+
+    if (ms > OR_PACE_MAX_MS) {
+        ms = OR_PACE_MAX_MS;
+    }
+
+    until = or_msec_add(now, ms);
+
+    if (until > or_msec_add(p->since, OR_PACE_MAX_MS)) {
+        /* valid for the peers: at most OR_PACE_MAX_MS in one epoch */
+        until = or_msec_add(p->since, OR_PACE_MAX_MS);
+    }
+
+    if (until > p->until) {
+        p->until = until;
+    }
+
+    return memcmp(&before, p, sizeof(or_pace_t)) != 0;
+}
+
+
+int
+or_pace_tools_skip(const or_pace_t *p, size_t ntools, or_msec_t now)
+{
+    return p != NULL && p->tools > 0 && p->until > now && ntools > 0
+           && ntools >= p->tools;
+}
+
+
+int
+or_pace_merge(or_pace_t *dst, const or_pace_t *src)
+{
+    or_pace_t  before;
+
+    if (src->epoch < dst->epoch) {
+        return 0;
+    }
+
+    if (src->epoch > dst->epoch) {
+        if (memcmp(dst, src, sizeof(or_pace_t)) == 0) {
+            return 0;
+        }
+
+        *dst = *src;
+        return 1;
+    }
+
+    before = *dst;
+
+    if (src->until > dst->until) {
+        dst->until = src->until;
+    }
+
+    if (src->since > dst->since) {
+        dst->since = src->since;
+    }
+
+    if (src->kind > dst->kind) {
+        dst->kind = src->kind;
+    }
+
+    if (src->tools != 0 && (dst->tools == 0 || src->tools < dst->tools)) {
+        dst->tools = src->tools;
+    }
+
+    return memcmp(&before, dst, sizeof(or_pace_t)) != 0;
+}
+
+
+int
+or_pace_equal(const or_pace_t *a, const or_pace_t *b)
+{
+    return memcmp(a, b, sizeof(or_pace_t)) == 0;
+}
+
+
+const char *
+or_pace_valid(const void *value, size_t size, or_msec_t now)
+{
+    or_pace_t  p;
+
+    if (value == NULL || size != sizeof(or_pace_t)) {
+        return "size";
+    }
+
+    memcpy(&p, value, sizeof(or_pace_t));
+
+    if (p.epoch > OR_VALID_COUNT_MAX) {
+        return "epoch";
+    }
+
+    if (p.tools > OR_PACE_TOOLS_MAX) {
+        return "tools";
+    }
+
+    if (p.kind > OR_PACE_KIND_TOOLS) {
+        return "kind";
+    }
+
+    if (p.reserved != 0) {
+        return "reserved";
+    }
+
+    if (p.since < 0 || p.since > or_msec_add(now, OR_VALID_SKEW_MS)) {
+        return "since";
+    }
+
+    if (p.until < 0 || p.until > or_msec_add(p.since, OR_PACE_MAX_MS)) {
+        return "until";
+    }
+
+    return NULL;
+}

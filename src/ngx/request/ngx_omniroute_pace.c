@@ -1,0 +1,505 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * Pacing, tool-limit backoff and the emergency fallback: the glue of
+ * src/core/or_pace.c.  The records live in the zone (table pace, mirrored
+ * like cooldowns):
+ *
+ *   "p:<connection>"          a paused connection (R-PACE-2): no attempt
+ *                             is dispatched to it until the pause ends;
+ *                             requests wait in their model's FIFO queue
+ *   "t:<provider>|<model>"    a tool limit (R-TOOL-2): requests with at
+ *                             least that many tools skip the target
+ *
+ * What they count: ngx_omniroute_stats_t.pace (docs/metrics.md).
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_omniroute_request.h"
+#include "or_pace.h"
+
+
+#define NGX_OMNIROUTE_PACE_SLACK    5       /* ms past a pause's end */
+
+
+typedef struct {
+    or_msec_t                     now;
+    or_msec_t                     ms;
+    size_t                        tools;
+    ngx_uint_t                    pause;
+    ngx_uint_t                    changed;
+} ngx_omniroute_pace_op_t;
+
+
+static ngx_uint_t ngx_omniroute_pace_update(void *value, void *arg,
+    or_msec_t *expires);
+static ngx_int_t ngx_omniroute_pace_key(ngx_pool_t *pool, ngx_str_t *key,
+    const char *prefix, ngx_str_t *a, ngx_str_t *b);
+static ngx_int_t ngx_omniroute_pace_read(ngx_http_request_t *r,
+    ngx_omniroute_connection_t *conn, or_pace_t *p);
+
+
+void
+ngx_omniroute_pace_count(ngx_http_request_t *r, ngx_uint_t event)
+{
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (omcf->shm_zone && omcf->store.sh) {
+        (void) ngx_atomic_fetch_add(&omcf->store.sh->stats.pace[event], 1);
+    }
+}
+
+
+/* "p:" conn, or "t:" provider "|" model; NGX_DECLINED: too long */
+
+static ngx_int_t
+ngx_omniroute_pace_key(ngx_pool_t *pool, ngx_str_t *key, const char *prefix,
+    ngx_str_t *a, ngx_str_t *b)
+{
+    u_char  *p;
+    size_t   len;
+
+    len = 2 + a->len + (b ? 1 + b->len : 0);
+
+    if (len > NGX_OMNIROUTE_KEY_MAX) {
+        return NGX_DECLINED;
+    }
+
+    p = ngx_pnalloc(pool, len);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    key->data = p;
+    p = ngx_cpymem(p, prefix, 2);
+    p = ngx_cpymem(p, a->data, a->len);
+
+    if (b) {
+        *p++ = '|';
+        p = ngx_cpymem(p, b->data, b->len);
+    }
+
+    key->len = p - key->data;
+
+    return NGX_OK;
+}
+
+
+static ngx_uint_t
+ngx_omniroute_pace_enabled(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_connection_t *conn, ngx_omniroute_provider_t *p)
+{
+    return or_pace_enabled(conn->pacing == NGX_CONF_UNSET
+                           ? -1 : (int) conn->pacing,
+                           p->kind, ctx->global.pace_auto_enable);
+}
+
+
+/*
+ * R-PACE-1..3: a held 429 whose body states a wait.  NGX_OK: the
+ * connection is paused (nothing else is written, the request waits for
+ * it in the queue); NGX_DECLINED: the usual writes, with a long typed wait
+ * turned into an exact-model lockout of at most 24 h (the verdict's scope
+ * and cooldown), no pause.
+ */
+
+ngx_int_t
+ngx_omniroute_pace_failure(ngx_http_request_t *r, ngx_omniroute_attempt_t *a,
+    int status)
+{
+    size_t                      len;
+    ngx_str_t                   key;
+    or_pace_e                   pe;
+    or_msec_t                   ms;
+    const char                 *body;
+    or_pace_hint_t              h;
+    ngx_omniroute_ctx_t        *ctx;
+    ngx_omniroute_pace_op_t     op;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (ctx == NULL || omcf->shm_zone == NULL || status != 429
+        || a->state != NGX_OMNIROUTE_ATTEMPT_HELD
+        || !ngx_omniroute_pace_enabled(ctx, a->cand->conn, a->cand->provider))
+    {
+        return NGX_DECLINED;
+    }
+
+    if (a->event.len) {
+        body = (const char *) a->event.data;
+        len = a->event.len;
+
+    } else if (a->body) {
+        body = (const char *) a->body->pos;
+        len = a->body->last - a->body->pos;
+
+    } else {
+        return NGX_DECLINED;
+    }
+
+    or_pace_hint(body, len, ngx_omniroute_now(), &h);
+
+    pe = or_pace_decide(1, status, a->verdict.reason, &h,
+                        ctx->global.queue_max_wait_ms, &ms);
+
+    switch (pe) {
+
+    case OR_PACE_LOCK:
+        /* R-PACE-3: the exact model on this connection, no pause */
+
+        a->verdict.scope = OR_SCOPE_MODEL;
+        a->verdict.cooldown_ms = ms;
+        a->verdict.hint_ms = OR_MSEC_NONE;
+        a->verdict.lockout_capped = 0;
+
+        ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_LOCKOUT);
+
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "omniroute: connection \"%V\" asked for %L s "
+                      "(RetryInfo), more than the queue wait: model \"%V\" "
+                      "locked on it", &a->cand->conn->id,
+                      (int64_t) (ms / 1000), &a->cand->target->model);
+
+        return NGX_DECLINED;
+
+    case OR_PACE_PAUSE:
+        break;
+
+    default:
+        return NGX_DECLINED;
+    }
+
+    /* R-PACE-2: the connection pauses for the wait its body stated */
+
+    if (ngx_omniroute_pace_key(r->pool, &key, "p:", &a->cand->conn->id, NULL)
+        != NGX_OK)
+    {
+        return NGX_DECLINED;
+    }
+
+    ngx_memzero(&op, sizeof(ngx_omniroute_pace_op_t));
+    op.now = ngx_omniroute_now();
+    op.ms = ms;
+    op.pause = 1;
+
+    if (ngx_omniroute_store_update(&omcf->store, NGX_OMNIROUTE_T_PACE, &key,
+                                   sizeof(or_pace_t),
+                                   ngx_omniroute_pace_update, &op, 0)
+        == NGX_ERROR)
+    {
+        return NGX_DECLINED;
+    }
+
+    a->paced = 1;
+
+    ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_PAUSE);
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "omniroute: connection \"%V\" paced for %L ms (its 429 "
+                  "asked for it)", &a->cand->conn->id, (int64_t) ms);
+
+    return NGX_OK;
+}
+
+
+/* R-TOOL-2: the provider/model backs off requests with as many tools */
+
+void
+ngx_omniroute_pace_tools(ngx_http_request_t *r, ngx_omniroute_attempt_t *a)
+{
+    ngx_str_t                   key;
+    ngx_omniroute_ctx_t        *ctx;
+    ngx_omniroute_pace_op_t     op;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (ctx == NULL || omcf->shm_zone == NULL || ctx->scan.tools_count == 0
+        || ngx_omniroute_pace_key(r->pool, &key, "t:",
+                                  &a->cand->provider->name,
+                                  &a->cand->target->model)
+           != NGX_OK)
+    {
+        return;
+    }
+
+    ngx_memzero(&op, sizeof(ngx_omniroute_pace_op_t));
+    op.now = ngx_omniroute_now();
+    op.ms = ctx->global.tool_backoff_ms;
+    op.tools = ctx->scan.tools_count;
+
+    (void) ngx_omniroute_store_update(&omcf->store, NGX_OMNIROUTE_T_PACE,
+                                      &key, sizeof(or_pace_t),
+                                      ngx_omniroute_pace_update, &op, 0);
+
+    ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_TOOL_BACKOFF);
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "omniroute: \"%V/%V\" refused %uz tools: requests with as "
+                  "many skip it for %L s", &a->cand->provider->name,
+                  &a->cand->target->model, ctx->scan.tools_count,
+                  (int64_t) (op.ms / 1000));
+}
+
+
+static ngx_uint_t
+ngx_omniroute_pace_update(void *value, void *arg, or_msec_t *expires)
+{
+    ngx_omniroute_pace_op_t *op = arg;
+
+    or_pace_t  *p = value;
+
+    op->changed = op->pause ? or_pace_pause(p, op->now, op->ms)
+                            : or_pace_tools_fail(p, op->tools, op->now,
+                                                 op->ms);
+
+    if (!op->changed) {
+        return NGX_OMNIROUTE_UNCHANGED;
+    }
+
+    *expires = p->until;
+
+    return NGX_OMNIROUTE_CHANGED;
+}
+
+
+/*
+ * R-TOOL-4 at planning: NGX_DECLINED (with the time left) when the
+ * request has at least as many tools as the route's provider/model
+ * refused; requests with fewer still use it.
+ */
+
+ngx_int_t
+ngx_omniroute_pace_tools_skip(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_route_t *route, or_msec_t *retry)
+{
+    u_char                      buf[NGX_OMNIROUTE_KEY_MAX];
+    or_msec_t                   now;
+    ngx_str_t                   key;
+    or_pace_t                   p;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_get_module_main_conf(ctx->request,
+                                         ngx_http_omniroute_module);
+
+    if (ctx->scan.tools_count == 0 || omcf->shm_zone == NULL
+        || ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_PACE)
+        || 3 + route->provider->name.len + route->target->model.len
+           > NGX_OMNIROUTE_KEY_MAX)
+    {
+        return NGX_OK;
+    }
+
+    key.data = buf;
+    key.len = ngx_sprintf(buf, "t:%V|%V", &route->provider->name,
+                          &route->target->model)
+              - buf;
+
+    if (ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_PACE, &key,
+                                 &p, sizeof(or_pace_t))
+        != NGX_OK)
+    {
+        return NGX_OK;
+    }
+
+    now = ngx_omniroute_now();
+
+    if (!or_pace_tools_skip(&p, ctx->scan.tools_count, now)) {
+        return NGX_OK;
+    }
+
+    *retry = or_pace_left(&p, now);
+
+    ngx_omniroute_pace_count(ctx->request, NGX_OMNIROUTE_PACE_TOOL_SKIP);
+
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                   "omniroute plan: \"%V\" skipped: %uz tools, its model "
+                   "\"%V\" refused %uD", &route->conn->id,
+                   ctx->scan.tools_count, &route->target->model, p.tools);
+
+    return NGX_DECLINED;
+}
+
+
+/* the pause record of a connection that paces: NGX_OK when one exists */
+
+static ngx_int_t
+ngx_omniroute_pace_read(ngx_http_request_t *r,
+    ngx_omniroute_connection_t *conn, or_pace_t *p)
+{
+    u_char                      buf[NGX_OMNIROUTE_KEY_MAX];
+    ngx_str_t                   key;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (omcf->shm_zone == NULL
+        || ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_PACE)
+        || conn->pacing == 0
+        || 2 + conn->id.len > NGX_OMNIROUTE_KEY_MAX)
+    {
+        return NGX_DECLINED;
+    }
+
+    key.data = buf;
+    key.len = ngx_sprintf(buf, "p:%V", &conn->id) - buf;
+
+    return ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_PACE, &key,
+                                    p, sizeof(or_pace_t));
+}
+
+
+/*
+ * R-PACE-2 at dispatch: a paused connection has no free slot until the
+ * pause ends (NGX_BUSY), so the request waits in its model's queue.
+ */
+
+ngx_int_t
+ngx_omniroute_pace_busy(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_candidate_t *cand)
+{
+    or_msec_t  now, left;
+    or_pace_t  p;
+
+    if (ngx_omniroute_pace_read(r, cand->conn, &p) != NGX_OK) {
+        return NGX_OK;
+    }
+
+    now = ngx_omniroute_now();
+    left = or_pace_left(&p, now);
+
+    if (left <= 0) {
+        return NGX_OK;
+    }
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute dispatch: \"%V\" paused for %L ms",
+                   &cand->conn->id, (int64_t) left);
+
+    return NGX_BUSY;
+}
+
+
+/*
+ * R-PACE-4: when every route of the model is paused, the end of the
+ * earliest pause (absolute ms), else 0: a caller whose queue time ends
+ * before it is answered at once.
+ */
+
+or_msec_t
+ngx_omniroute_pace_until(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    or_msec_t        now, until, ms;
+    or_pace_t        p;
+    ngx_uint_t       i;
+    or_pace_admit_e  admit;
+
+    until = 0;
+    now = ngx_omniroute_now();
+
+    for (i = 0; i < ctx->nroutes; i++) {
+        if (ngx_omniroute_pace_read(r, ctx->routes[i].conn, &p) != NGX_OK) {
+            return 0;
+        }
+
+        admit = or_pace_admit(&p, now, 0, &ms);
+
+        if (admit == OR_PACE_GO) {
+            return 0;
+        }
+
+        if (until == 0 || now + ms < until) {
+            until = now + ms;
+        }
+    }
+
+    return until;
+}
+
+
+/* the queue's next poll while every route is paused: at its end */
+
+or_msec_t
+ngx_omniroute_pace_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    or_msec_t ms)
+{
+    or_msec_t  until, now;
+
+    until = ngx_omniroute_pace_until(r, ctx);
+
+    if (until == 0) {
+        return ms;
+    }
+
+    now = ngx_omniroute_now();
+
+    return ngx_max(ms, until - now + NGX_OMNIROUTE_PACE_SLACK);
+}
+
+
+/*
+ * R-PACE-4, as a request queues: every route paused past the caller's
+ * queue time: it is answered now with the queue-timeout code (503
+ * SEMAPHORE_TIMEOUT) and Retry-After, instead of after its time ran out.
+ * NGX_DECLINED: not so (it waits, counted when for a pause).
+ */
+
+ngx_int_t
+ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    or_msec_t         until, now;
+    ngx_table_elt_t  *h;
+
+    until = ngx_omniroute_pace_until(r, ctx);
+
+    if (until == 0) {
+        return NGX_DECLINED;
+    }
+
+    if (until <= ctx->wait_until) {
+        /* it waits the pause out in the queue */
+        ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_QUEUED);
+        return NGX_DECLINED;
+    }
+
+    now = ngx_omniroute_now();
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "omniroute: every connection of \"%V\" is paused for "
+                  "%L ms, longer than the queue time left: answered now",
+                  &ctx->model, (int64_t) (until - now));
+
+    ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_TIMEOUT);
+    ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_TIMEOUT);
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h) {
+        h->hash = 1;
+        ngx_str_set(&h->key, "Retry-After");
+        h->value.data = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+
+        if (h->value.data == NULL) {
+            h->hash = 0;
+
+        } else {
+            h->value.len = ngx_sprintf(h->value.data, "%L",
+                                       (int64_t) ((until - now + 999) / 1000))
+                           - h->value.data;
+        }
+    }
+
+    return ngx_omniroute_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                    "rate_limit_error", "SEMAPHORE_TIMEOUT",
+                                    "every connection is paused longer than "
+                                    "the queue wait budget");
+}
