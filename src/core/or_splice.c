@@ -264,6 +264,28 @@ or_splice_apply(const or_splice_t *sp, const char *buf, size_t len,
 }
 
 
+int
+or_splice_usage_path(const char *path, size_t len)
+{
+    const char  *q;
+
+    q = memchr(path, '?', len);
+
+    if (q != NULL) {
+        len = (size_t) (q - path);
+    }
+
+    while (len > 1 && path[len - 1] == '/') {
+        len--;
+    }
+
+    return len >= sizeof("/chat/completions") - 1
+           && memcmp(path + len - (sizeof("/chat/completions") - 1),
+                     "/chat/completions", sizeof("/chat/completions") - 1)
+              == 0;
+}
+
+
 const char *
 or_splice_usage_name(or_splice_usage_e u)
 {

@@ -91,6 +91,12 @@ size_t or_splice_len(const or_splice_t *sp, size_t len);
 size_t or_splice_apply(const or_splice_t *sp, const char *buf, size_t len,
     char *out);
 
+/*
+ * A request path whose body may ask for stream usage: a Chat Completions
+ * path (".../chat/completions", query excluded)
+ */
+int or_splice_usage_path(const char *path, size_t len);
+
 const char *or_splice_usage_name(or_splice_usage_e u);
 
 

@@ -341,9 +341,25 @@ ts_scan_members(void)
 }
 
 
+static void
+ts_path(void)
+{
+    or_ok(or_splice_usage_path(TS("/v1/chat/completions")), "path: chat");
+    or_ok(or_splice_usage_path(TS("/chat/completions/")),
+          "path: chat, a slash after");
+    or_ok(or_splice_usage_path(TS("/api/v4/chat/completions?x=1")),
+          "path: chat, a query");
+    or_ok(!or_splice_usage_path(TS("/v1/responses")), "path: responses");
+    or_ok(!or_splice_usage_path(TS("/v1/messages")), "path: messages");
+    or_ok(!or_splice_usage_path(TS("/v1/completions")), "path: legacy");
+    or_ok(!or_splice_usage_path(TS("/")), "path: /");
+}
+
+
 int
 main(void)
 {
+    ts_path();
     ts_usage_cases();
     ts_remove_cases();
     ts_combined();

@@ -19,6 +19,7 @@
 #include "ngx_omniroute.h"
 #include "ngx_omniroute_keys.h"
 #include "or_json.h"
+#include "or_splice.h"
 #include "or_sse.h"
 #include "or_stream.h"
 #include "or_wait.h"
@@ -146,6 +147,11 @@ typedef struct {
                                                    provider in full */
     unsigned                      lane_slow:1;  /* carried the slow header
                                                    (lane.c) */
+    unsigned                      usage_asked:1;    /* its body asked for
+                                                       stream usage for the
+                                                       client: the usage-
+                                                       only chunk is not
+                                                       passed on */
 } ngx_omniroute_attempt_t;
 
 
@@ -164,6 +170,10 @@ struct ngx_omniroute_ctx_s {
     or_json_scan_t                scan;         /* where its values are */
     ngx_str_t                     sent_model;   /* of quoted_model */
     ngx_str_t                     quoted_model; /* as a JSON string */
+    or_splice_t                   splice;       /* edits of every attempt's
+                                                   body (background) */
+    or_splice_usage_e             usage;        /* what a Chat stream asks
+                                                   for (ADDED: not usage) */
     ngx_omniroute_model_t        *entry;        /* alias or combo, or NULL */
     ngx_omniroute_route_t        *routes;       /* in the order tried */
     ngx_uint_t                    nroutes;
@@ -206,6 +216,8 @@ struct ngx_omniroute_ctx_s {
     unsigned                      capped:1;     /* a route has a cap */
     unsigned                      fail_open:1;  /* dispatch past the caps */
     unsigned                      waiting:1;    /* out a cooldown */
+    unsigned                      background:1; /* "background": true
+                                                   removed (Responses) */
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
     ngx_omniroute_stats_req_t    *stats;        /* stats.c */
