@@ -402,6 +402,9 @@ void ngx_omniroute_record_failure(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
 void ngx_omniroute_record_success(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
+/* a breaker change an update wrote: logged and counted */
+void ngx_omniroute_breaker_changed(ngx_http_request_t *r,
+    ngx_omniroute_provider_t *p, or_cb_state_e from, or_cb_state_e to);
 
 /* response.c: all that the client gets */
 ngx_int_t ngx_omniroute_reject(ngx_omniroute_ctx_t *ctx, ngx_uint_t status,
