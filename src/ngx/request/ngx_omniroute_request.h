@@ -152,6 +152,9 @@ typedef struct {
                                                        client: the usage-
                                                        only chunk is not
                                                        passed on */
+    unsigned                      strip:1;      /* the event just read in
+                                                   place is cut from its
+                                                   buffer */
 } ngx_omniroute_attempt_t;
 
 
