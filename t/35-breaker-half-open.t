@@ -97,7 +97,9 @@ sleep(1.2);
 $c = transitions('half open, unread');
 is($c->{HALF_OPEN}, 0, 'a scrape does not count the change');
 
-# eight concurrent requests over both workers: one probe (it fails)
+# eight concurrent requests over both workers: one probe (it fails, late
+# enough that the others find it in flight)
+$flaky->set_behavior('status=503,delay=600');
 $flaky->clear;
 my @res = burst();
 is(scalar(grep { $_->{status} == 200 } @res), 8, 'burst 1: all answered');
@@ -109,7 +111,7 @@ is($c->{OPEN}, 2, 'the failed probe re-opened it');
 
 # the longer hold (2 x 1 s) passes; the probe succeeds this time
 sleep(2.3);
-$flaky->set_behavior(undef);
+$flaky->set_behavior('delay=600');
 $flaky->clear;
 @res = burst();
 is(scalar(grep { $_->{status} == 200 } @res), 8, 'burst 2: all answered');
