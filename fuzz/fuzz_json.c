@@ -19,7 +19,10 @@
  *     (jansson counts scalars as a level);
  *   - quoting the input and decoding it back is not the identity, or the
  *     quoted input scans as valid exactly when jansson's json_stringn()
- *     refuses it as invalid UTF-8.
+ *     refuses it as invalid UTF-8;
+ *   - the body edits of or_splice (the model replaced, stream usage asked
+ *     for, "background" removed) do not give a valid object that jansson
+ *     parses with those members set and every other member unchanged.
  *
  * One jansson bug is tolerated: a raw NUL byte just after a number or a
  * literal is skipped ("[1\0]" is accepted).
@@ -33,6 +36,7 @@
 #include <jansson.h>
 
 #include "or_json.h"
+#include "or_splice.h"
 
 
 #define FUZZ_FLAGS  (JSON_DECODE_ANY | JSON_ALLOW_NUL)
@@ -55,6 +59,9 @@ static size_t fuzz_walk(const char *buf, size_t size, json_t **model,
 static void fuzz_same(const char *buf, const json_t *j,
     const or_json_value_t *v);
 static void fuzz_quote(const char *buf, size_t size);
+static void fuzz_splice(const char *buf, size_t size, or_json_rc_e rc,
+    const or_json_scan_t *s);
+static int fuzz_usage_asked(json_t *root);
 
 
 static void
@@ -118,6 +125,8 @@ fuzz_invariants(const char *buf, size_t size, or_json_rc_e rc,
     fuzz_value(buf, size, &s->model);
     fuzz_value(buf, size, &s->stream);
     fuzz_value(buf, size, &s->tools);
+    fuzz_value(buf, size, &s->stream_options);
+    fuzz_value(buf, size, &s->background);
 }
 
 
@@ -134,14 +143,18 @@ fuzz_value(const char *buf, size_t size, const or_json_value_t *v)
     or_json_scan_t   s;
 
     if (v->type == OR_JSON_ABSENT) {
-        if (v->start != 0 || v->end != 0 || v->escaped) {
+        if (v->start != 0 || v->end != 0 || v->key != 0 || v->escaped
+            || v->dup)
+        {
             abort();
         }
 
         return;
     }
 
-    if (v->start >= v->end || v->end > size) {
+    if (v->start >= v->end || v->end > size || v->key >= v->start
+        || buf[v->key] != '"')
+    {
         abort();
     }
 
@@ -580,6 +593,11 @@ fuzz_oracle(const char *buf, size_t size, or_json_rc_e rc,
         abort();
     }
 
+    /* jansson keeps the last duplicate, as the scanner does here */
+    fuzz_same(buf, json_object_get(root, "stream_options"),
+              &s->stream_options);
+    fuzz_same(buf, json_object_get(root, "background"), &s->background);
+
     json_decref(model);
     json_decref(stream);
     json_decref(tools);
@@ -639,6 +657,156 @@ fuzz_quote(const char *buf, size_t size)
 }
 
 
+/* stream_options.include_usage is true */
+
+static int
+fuzz_usage_asked(json_t *root)
+{
+    json_t  *so;
+
+    so = json_object_get(root, "stream_options");
+
+    return json_is_object(so)
+           && json_is_true(json_object_get(so, "include_usage"));
+}
+
+
+static void
+fuzz_splice(const char *buf, size_t size, or_json_rc_e rc,
+    const or_json_scan_t *s)
+{
+    char               *out;
+    size_t              n, expect;
+    json_t             *root, *edited, *v;
+    const char         *key;
+    or_splice_t         sp;
+    json_error_t        err;
+    or_json_scan_t      s2;
+    or_splice_usage_e   u, told;
+
+    if (rc != OR_JSON_OK) {
+        return;
+    }
+
+    or_splice_init(&sp);
+
+    if (s->model.type == OR_JSON_STRING
+        && or_splice_add(&sp, s->model.start, s->model.end, "\"fz\"", 4)
+           != 0)
+    {
+        abort();
+    }
+
+    told = or_splice_stream_usage(NULL, buf, size, s);
+    u = or_splice_stream_usage(&sp, buf, size, s);
+
+    if (u != told) {
+        abort();
+    }
+
+    if (s->background.type != OR_JSON_ABSENT
+        && or_splice_remove(&sp, buf, size, &s->background) != 0)
+    {
+        abort();
+    }
+
+    n = or_splice_len(&sp, size);
+
+    out = malloc(n + 1);
+    if (out == NULL) {
+        abort();
+    }
+
+    if (or_splice_apply(&sp, buf, size, out) != n) {
+        abort();
+    }
+
+    /* the scanner's view of the edited body */
+
+    if (or_json_scan(out, n, &s2) != OR_JSON_OK
+        || (s->model.type == OR_JSON_STRING
+            && (s2.model.end - s2.model.start != 4
+                || memcmp(out + s2.model.start, "\"fz\"", 4) != 0))
+        || (u != OR_SPLICE_USAGE_NONE
+            && or_splice_stream_usage(NULL, out, n, &s2)
+               != OR_SPLICE_USAGE_ASKED)
+        || (s->background.type != OR_JSON_ABSENT && !s->background.dup
+            && s2.background.type != OR_JSON_ABSENT))
+    {
+        abort();
+    }
+
+    /* jansson's: the edited members set, every other one unchanged */
+
+    root = json_loadb(buf, size, FUZZ_FLAGS, &err);
+
+    if (root == NULL) {
+        free(out);
+        return;             /* a deliberate difference (fuzz_oracle) */
+    }
+
+    edited = json_loadb(out, n, FUZZ_FLAGS, &err);
+
+    if (edited == NULL || !json_is_object(edited)) {
+        abort();
+    }
+
+    v = json_object_get(edited, "model");
+
+    if (s->model.type == OR_JSON_STRING
+        && (!json_is_string(v) || strcmp(json_string_value(v), "fz") != 0))
+    {
+        abort();
+    }
+
+    if ((u == OR_SPLICE_USAGE_ASKED && !fuzz_usage_asked(root))
+        || (u != OR_SPLICE_USAGE_NONE && !fuzz_usage_asked(edited))
+        || (u == OR_SPLICE_USAGE_NONE && fuzz_usage_asked(root) != 0
+            && json_is_true(json_object_get(root, "stream"))))
+    {
+        abort();
+    }
+
+    if (s->background.type != OR_JSON_ABSENT && !s->background.dup
+        && json_object_get(edited, "background") != NULL)
+    {
+        abort();
+    }
+
+    expect = json_object_size(root);
+
+    if (s->background.type != OR_JSON_ABSENT && !s->background.dup) {
+        expect--;
+    }
+
+    if (u == OR_SPLICE_USAGE_ADDED
+        && s->stream_options.type == OR_JSON_ABSENT)
+    {
+        expect++;
+    }
+
+    if (json_object_size(edited) != expect) {
+        abort();
+    }
+
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "model") == 0 || strcmp(key, "stream_options") == 0
+            || strcmp(key, "background") == 0)
+        {
+            continue;
+        }
+
+        if (!json_equal(v, json_object_get(edited, key))) {
+            abort();
+        }
+    }
+
+    json_decref(root);
+    json_decref(edited);
+    free(out);
+}
+
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -654,6 +822,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_prefix(buf, size, rc, &s);
     fuzz_oracle(buf, size, rc, &s);
     fuzz_quote(buf, size);
+    fuzz_splice(buf, size, rc, &s);
 
     return 0;
 }

@@ -8,7 +8,8 @@
  * consumed exactly once; kept data stays within its bound; statuses are
  * HTTP error statuses; the error messages and in-band error events stay
  * within their buffers and scan back as errors; the stream watch and
- * or_classify_unescape() keep their bounds.
+ * or_classify_unescape() keep their bounds; or_sse_data_span() on an
+ * event's raw bytes finds the data the scanner kept.
  */
 
 
@@ -28,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static size_t fuzz_scan(const char *s, size_t len, unsigned seed,
     char *kinds, size_t *bytes);
 static void fuzz_event(const or_sse_event_t *ev);
+static void fuzz_span(const char *raw, size_t len, const or_sse_event_t *ev);
 
 
 static or_sse_t  fuzz_scanner;
@@ -155,6 +157,10 @@ fuzz_scan(const char *s, size_t len, unsigned seed, char *kinds,
             *bytes += ev.bytes;
             fuzz_event(&ev);
 
+            if (ev.bytes <= off) {
+                fuzz_span(s + off - ev.bytes, ev.bytes, &ev);
+            }
+
             now += 37;
             or_watch_event(&w, &ev, now);
             (void) or_watch_check(&conf, &w, now, k & 1, &next);
@@ -185,6 +191,32 @@ fuzz_scan(const char *s, size_t len, unsigned seed, char *kinds,
     *bytes += or_sse_pending(&fuzz_scanner);
 
     return k;
+}
+
+
+/*
+ * or_sse_data_span() on an event's raw bytes: inside them, and the very
+ * data the scanner kept when the event has one data line
+ */
+
+static void
+fuzz_span(const char *raw, size_t len, const or_sse_event_t *ev)
+{
+    size_t  start, dlen;
+
+    if (!or_sse_data_span(raw, len, &start, &dlen)) {
+        return;
+    }
+
+    if (start > len || dlen > len - start) {
+        abort();
+    }
+
+    if (!ev->truncated
+        && (dlen != ev->data_len || memcmp(raw + start, ev->data, dlen) != 0))
+    {
+        abort();
+    }
 }
 
 

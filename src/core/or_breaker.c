@@ -417,6 +417,7 @@ or_breaker_failure(const or_breaker_conf_t *conf, or_breaker_t *cb,
 
     or_breaker_normalize(conf, cb, now);
 
+    res->stored = (or_cb_state_e) old.state;
     res->from = (or_cb_state_e) cb->state;
     res->counted = 0;
     res->gate_tripped = 0;
@@ -486,6 +487,7 @@ or_breaker_success(const or_breaker_conf_t *conf, or_breaker_t *cb,
 
     or_breaker_normalize(conf, cb, now);
 
+    res->stored = (or_cb_state_e) old.state;
     res->from = (or_cb_state_e) cb->state;
     res->counted = 0;
     res->gate_tripped = 0;

@@ -14,7 +14,9 @@
  *
  *   CLOSED/DEGRADED --failures >= open_threshold--> OPEN
  *   CLOSED --failures >= degrade_threshold--> DEGRADED
- *   OPEN --read after open_until (lazy, R-CB-4)--> HALF_OPEN
+ *   OPEN --read after open_until (lazy, R-CB-4)--> HALF_OPEN (a result's
+ *          "stored" tells an update that it wrote this change: the
+ *          place to count it once)
  *   HALF_OPEN --admit--> one probe in flight until probe_until
  *   HALF_OPEN --probe success--> CLOSED
  *   HALF_OPEN --probe failure--> OPEN, hold = reset * 2^cycles, at most
@@ -178,6 +180,10 @@ typedef struct {
 
 
 typedef struct {
+    or_cb_state_e  stored;          /* as stored: differs from "from" when
+                                       time moved it (OPEN -> HALF_OPEN
+                                       after open_until, DEGRADED ->
+                                       CLOSED after the quiet period) */
     or_cb_state_e  from;
     or_cb_state_e  to;
     int            counted;         /* the event changed the counters */

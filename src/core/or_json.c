@@ -16,8 +16,8 @@
 #endif
 
 
-/* the longest escaped spelling of a key we compare: "stream" as \uXXXX */
-#define OR_JSON_KEY_MAX     (2 + 6 * 6)
+/* the longest escaped spelling of a key we compare: all \uXXXX */
+#define OR_JSON_KEY_MAX     (2 + 6 * OR_JSON_FIND_MAX)
 
 #define OR_JSON_ONES        0x0101010101010101ULL
 #define OR_JSON_HIGH        0x8080808080808080ULL
@@ -32,8 +32,25 @@ typedef enum {
     OR_JSON_M_NONE = 0,
     OR_JSON_M_MODEL,
     OR_JSON_M_STREAM,
-    OR_JSON_M_TOOLS
+    OR_JSON_M_STREAM_OPTIONS,
+    OR_JSON_M_BACKGROUND,
+    OR_JSON_M_TOOLS,
+    OR_JSON_M_FIND
 } or_json_member_e;
+
+
+/* the one key or_json_find() looks for */
+typedef struct {
+    const char        *key;
+    size_t             len;
+    or_json_value_t   *out;
+} or_json_find_t;
+
+
+typedef struct {
+    const char        *name;
+    size_t             len;
+} or_json_name_t;
 
 
 static const unsigned char *or_json_ws(const unsigned char *p,
@@ -45,14 +62,16 @@ static const unsigned char *or_json_utf8(const unsigned char *p,
     const unsigned char *last, const char **err);
 static size_t or_json_utf8_check(const unsigned char *buf, size_t len,
     size_t *lead, const char **err);
+static or_json_rc_e or_json_check(const char *buf, size_t len,
+    or_json_scan_t *out, or_json_find_t *find);
 static or_json_rc_e or_json_scan_text(const char *buf, size_t len,
-    or_json_scan_t *out);
+    or_json_scan_t *out, or_json_find_t *find);
 static const unsigned char *or_json_number(const unsigned char *p,
     const unsigned char *last, const char **err);
 static const unsigned char *or_json_literal(const unsigned char *p,
     const unsigned char *last, const char *lit, size_t n, const char **err);
 static or_json_member_e or_json_member(const unsigned char *key, size_t len,
-    unsigned escaped);
+    unsigned escaped, or_json_find_t *find);
 static or_json_type_e or_json_type_of(unsigned char c);
 static int or_json_hex4(const unsigned char *p, uint32_t *cp);
 static unsigned char *or_json_utf8_put(unsigned char *d, uint32_t cp);
@@ -91,6 +110,17 @@ static const char  or_json_short[32] = {
 
 
 static const char  or_json_hexdigits[] = "0123456789abcdef";
+
+
+/* the top-level members or_json_scan() reports, by or_json_member_e */
+static const or_json_name_t  or_json_names[] = {
+    { NULL, 0 },
+    { "model", 5 },
+    { "stream", 6 },
+    { "stream_options", 14 },
+    { "background", 10 },
+    { "tools", 5 }
+};
 
 
 static const char  *or_json_rc_names[] = {
@@ -803,46 +833,50 @@ or_json_literal(const unsigned char *p, const unsigned char *last,
 }
 
 
-/* a top-level key (quotes included), compared decoded */
+/*
+ * A key at the level looked at (quotes included), compared decoded: with
+ * find, only its key; else the members of or_json_names.
+ */
 
 static or_json_member_e
-or_json_member(const unsigned char *key, size_t len, unsigned escaped)
+or_json_member(const unsigned char *key, size_t len, unsigned escaped,
+    or_json_find_t *find)
 {
-    long  n;
-    char  buf[OR_JSON_KEY_MAX];
+    long         n;
+    size_t       i;
+    const char  *k;
+    char         buf[OR_JSON_KEY_MAX];
 
-    if (!escaped) {
-        if (len == 7 && memcmp(key, "\"model\"", 7) == 0) {
-            return OR_JSON_M_MODEL;
+    if (escaped) {
+        if (len > OR_JSON_KEY_MAX) {
+            return OR_JSON_M_NONE;
         }
 
-        if (len == 7 && memcmp(key, "\"tools\"", 7) == 0) {
-            return OR_JSON_M_TOOLS;
+        n = or_json_string_decode((const char *) key, len, buf);
+
+        if (n < 0) {
+            return OR_JSON_M_NONE;
         }
 
-        if (len == 8 && memcmp(key, "\"stream\"", 8) == 0) {
-            return OR_JSON_M_STREAM;
+        k = buf;
+        len = (size_t) n;
+
+    } else {
+        k = (const char *) key + 1;
+        len -= 2;
+    }
+
+    if (find != NULL) {
+        return (len == find->len && memcmp(k, find->key, len) == 0)
+               ? OR_JSON_M_FIND : OR_JSON_M_NONE;
+    }
+
+    for (i = 1; i < sizeof(or_json_names) / sizeof(or_json_name_t); i++) {
+        if (len == or_json_names[i].len
+            && memcmp(k, or_json_names[i].name, len) == 0)
+        {
+            return (or_json_member_e) i;
         }
-
-        return OR_JSON_M_NONE;
-    }
-
-    if (len > OR_JSON_KEY_MAX) {
-        return OR_JSON_M_NONE;
-    }
-
-    n = or_json_string_decode((const char *) key, len, buf);
-
-    if (n == 5 && memcmp(buf, "model", 5) == 0) {
-        return OR_JSON_M_MODEL;
-    }
-
-    if (n == 6 && memcmp(buf, "stream", 6) == 0) {
-        return OR_JSON_M_STREAM;
-    }
-
-    if (n == 5 && memcmp(buf, "tools", 5) == 0) {
-        return OR_JSON_M_TOOLS;
     }
 
     return OR_JSON_M_NONE;
@@ -878,6 +912,38 @@ or_json_type_of(unsigned char c)
 }
 
 
+or_json_rc_e
+or_json_scan(const char *buf, size_t len, or_json_scan_t *out)
+{
+    return or_json_check(buf, len, out, NULL);
+}
+
+
+or_json_rc_e
+or_json_find(const char *buf, size_t len, const char *key, size_t key_len,
+    or_json_value_t *out)
+{
+    or_json_rc_e    rc;
+    or_json_scan_t  scan;
+    or_json_find_t  find;
+
+    memset(out, 0, sizeof(or_json_value_t));
+
+    find.key = key;
+    find.len = (key_len <= OR_JSON_FIND_MAX) ? key_len : (size_t) -1;
+    find.out = out;
+
+    rc = or_json_check(buf, len, &scan, &find);
+
+    if (rc != OR_JSON_OK) {
+        /* a value is reported only for a valid object */
+        memset(out, 0, sizeof(or_json_value_t));
+    }
+
+    return rc;
+}
+
+
 /*
  * The document's structure first (its strings' bytes >= 0x80 taken as
  * they are), then the UTF-8 of the part of it that held: a UTF-8 error
@@ -885,14 +951,15 @@ or_json_type_of(unsigned char c)
  * checked in one pass.
  */
 
-or_json_rc_e
-or_json_scan(const char *buf, size_t len, or_json_scan_t *out)
+static or_json_rc_e
+or_json_check(const char *buf, size_t len, or_json_scan_t *out,
+    or_json_find_t *find)
 {
     size_t         limit, at, lead;
     const char    *err;
     or_json_rc_e   rc;
 
-    rc = or_json_scan_text(buf, len, out);
+    rc = or_json_scan_text(buf, len, out, find);
 
     if (rc == OR_JSON_EMPTY) {
         return rc;
@@ -931,9 +998,21 @@ or_json_scan(const char *buf, size_t len, or_json_scan_t *out)
         memset(&out->stream, 0, sizeof(or_json_value_t));
     }
 
+    if (out->stream_options.end > at) {
+        memset(&out->stream_options, 0, sizeof(or_json_value_t));
+    }
+
+    if (out->background.end > at) {
+        memset(&out->background, 0, sizeof(or_json_value_t));
+    }
+
     if (out->tools.end > at || out->tools.type == OR_JSON_ABSENT) {
         memset(&out->tools, 0, sizeof(or_json_value_t));
         out->tools_count = 0;
+    }
+
+    if (find != NULL && find->out->end > at) {
+        memset(find->out, 0, sizeof(or_json_value_t));
     }
 
     return OR_JSON_SYNTAX;
@@ -941,16 +1020,18 @@ or_json_scan(const char *buf, size_t len, or_json_scan_t *out)
 
 
 static or_json_rc_e
-or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out)
+or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out,
+    or_json_find_t *find)
 {
-    int                   in_object, top_object, model_seen, dup, in_tools;
+    int                   in_object, top_object, model_seen, dup, again,
+                          in_tools;
     size_t                depth, dup_at;
     unsigned              escaped;
     const char           *err;
     unsigned char         stack[OR_JSON_MAX_DEPTH / 8];   /* 1: object */
     or_json_value_t      *v;
     or_json_member_e      member;
-    const unsigned char  *p, *last, *start, *mstart, *kstart;
+    const unsigned char  *p, *last, *start, *mstart, *kstart, *mkey;
 
     memset(out, 0, sizeof(or_json_scan_t));
 
@@ -982,6 +1063,7 @@ or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out)
     dup_at = 0;
     escaped = 0;
     mstart = p;
+    mkey = p;
     err = NULL;
 
 value:
@@ -1088,17 +1170,46 @@ done_value:
     /* a value ends just before p; at depth 1 it is a top-level member */
 
     if (depth == 1 && member != OR_JSON_M_NONE) {
-        v = (member == OR_JSON_M_MODEL) ? &out->model
-            : (member == OR_JSON_M_TOOLS) ? &out->tools : &out->stream;
+        switch (member) {
 
-        if (member == OR_JSON_M_TOOLS && *mstart != '[') {
-            out->tools_count = 0;
+        case OR_JSON_M_MODEL:
+            v = &out->model;
+            break;
+
+        case OR_JSON_M_STREAM:
+            v = &out->stream;
+            break;
+
+        case OR_JSON_M_STREAM_OPTIONS:
+            v = &out->stream_options;
+            break;
+
+        case OR_JSON_M_BACKGROUND:
+            v = &out->background;
+            break;
+
+        case OR_JSON_M_TOOLS:
+            v = &out->tools;
+
+            if (*mstart != '[') {
+                out->tools_count = 0;
+            }
+
+            break;
+
+        default:
+            v = find->out;
+            break;
         }
 
+        again = (v->type != OR_JSON_ABSENT);
+
+        v->key = mkey - start;
         v->start = mstart - start;
         v->end = p - start;
         v->type = or_json_type_of(*mstart);
         v->escaped = (v->type == OR_JSON_STRING) ? escaped : 0;
+        v->dup = again;
 
         member = OR_JSON_M_NONE;
     }
@@ -1168,7 +1279,8 @@ key:
     }
 
     if (depth == 1) {
-        member = or_json_member(kstart, p - kstart, escaped);
+        member = or_json_member(kstart, p - kstart, escaped, find);
+        mkey = kstart;
 
         if (member == OR_JSON_M_MODEL) {
             if (model_seen) {
@@ -1177,6 +1289,7 @@ key:
                     dup_at = kstart - start;
                 }
 
+                out->model.dup = 1;
                 member = OR_JSON_M_NONE;
             }
 

@@ -2,10 +2,14 @@
  * Copyright (C) ngx_omniroute authors
  *
  * A one-pass JSON body scanner: validates a whole document against RFC
- * 8259 and reports where the top-level "model" and "stream" members are,
- * without building a tree or allocating anything; it also counts the
- * elements of the top-level "tools" array (tool-limit backoff).
- * Iterative (the nesting stack is a fixed bit array), total on any input.
+ * 8259 and reports where the top-level "model", "stream",
+ * "stream_options", "background" and "tools" members are (key and value
+ * as byte spans), without building a tree or allocating anything; it also
+ * counts the elements of the top-level "tools" array (tool-limit
+ * backoff).  Iterative (the nesting stack is a fixed bit array), total on
+ * any input.
+ * or_json_find() looks up one member of an object the same way (for an
+ * object value the scan reported, such as "stream_options").
  *
  * Beyond the RFC, only a duplicated top-level "model" is refused (the
  * document is otherwise fully validated first).  Everything the RFC allows
@@ -21,6 +25,7 @@
 
 
 #define OR_JSON_MAX_DEPTH  2048   /* jansson's own limit */
+#define OR_JSON_FIND_MAX   32     /* longest key or_json_find() compares */
 
 
 typedef enum {
@@ -52,15 +57,20 @@ typedef struct {
                                    closing quote) */
     or_json_type_e  type;       /* OR_JSON_ABSENT: no such top-level
                                    member; start and end are then 0 */
+    size_t          key;        /* offset of the member's key (its
+                                   opening quote); 0 when ABSENT */
     unsigned        escaped:1;  /* a string containing at least one
                                    backslash escape */
+    unsigned        dup:1;      /* the member appears more than once */
 } or_json_value_t;
 
 
 typedef struct {
     or_json_value_t  model;     /* top-level "model" (the first one) */
     or_json_value_t  stream;    /* top-level "stream" (the last one) */
-    or_json_value_t  tools;     /* top-level "tools" (the last one) */
+    or_json_value_t  stream_options;    /* (the last one) */
+    or_json_value_t  background;        /* (the last one) */
+    or_json_value_t  tools;             /* (the last one) */
     size_t           tools_count;   /* elements of that "tools" when it
                                        is an array, else 0 (R-TOOL-3) */
     size_t           error_at;  /* SYNTAX/TOO_DEEP/DUP_MODEL: offset of
@@ -92,6 +102,17 @@ typedef struct {
  * nested objects are not compared at all.
  */
 or_json_rc_e or_json_scan(const char *buf, size_t len, or_json_scan_t *out);
+
+/*
+ * The last member named key[0, key_len) of the object buf[0, len) (keys
+ * compared decoded; nested objects not looked into), as or_json_scan()
+ * reports a top-level member: out->type OR_JSON_ABSENT when there is
+ * none, out->dup when there are several.  Returns what or_json_scan()
+ * would for the document (never OR_JSON_DUP_MODEL); a key longer than
+ * OR_JSON_FIND_MAX is never found.
+ */
+or_json_rc_e or_json_find(const char *buf, size_t len, const char *key,
+    size_t key_len, or_json_value_t *out);
 
 /*
  * Decodes a string value span (quotes included, as or_json_scan reports

@@ -211,6 +211,68 @@ or_sse_end(or_sse_t *s, or_sse_event_t *ev)
 }
 
 
+int
+or_sse_data_span(const char *raw, size_t len, size_t *start, size_t *dlen)
+{
+    size_t       n, i, lines;
+    const char  *p, *last, *eol, *colon, *v;
+
+    p = raw;
+    last = raw + len;
+    lines = 0;
+    *start = 0;
+    *dlen = 0;
+
+    while (p < last) {
+
+        /* one line: up to LF, CRLF or CR */
+
+        for (eol = p; eol < last && *eol != '\n' && *eol != '\r'; eol++) {
+            /* void */
+        }
+
+        n = (size_t) (eol - p);
+
+        if (n == 0) {
+            if (lines) {
+                break;          /* the blank line that ends the event */
+            }
+
+        } else if (*p != ':') {
+            colon = memchr(p, ':', n);
+            i = colon ? (size_t) (colon - p) : n;
+
+            if (i == 4 && memcmp(p, "data", 4) == 0) {
+                v = colon ? colon + 1 : eol;
+
+                if (v < eol && *v == ' ') {
+                    v++;
+                }
+
+                if (++lines > 1) {
+                    return 0;
+                }
+
+                *start = (size_t) (v - raw);
+                *dlen = (size_t) (eol - v);
+            }
+        }
+
+        p = eol;
+
+        if (p < last && *p == '\r') {
+            p++;
+        }
+
+        if (p < last && *p == '\n') {
+            p++;
+        }
+    }
+
+    return lines == 1;
+}
+
+
 size_t
 or_sse_pending(const or_sse_t *s)
 {
@@ -1052,6 +1114,7 @@ or_sse_classify(const char *name, size_t name_len, const char *data,
     ev->content = 0;
     ev->progress = 0;
     ev->finish = 0;
+    ev->usage_only = 0;
     ev->text_bytes = 0;
     ev->status = 0;
     ev->data_total = data_total;
@@ -1380,17 +1443,22 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
 
     chunk = or_sj_str_is(v, e, "chat.completion.chunk");
 
+    d = top[OR_SSE_TOP_USAGE].val;
+
     if (choices == NULL || *choices != '[') {
-        if (!chunk && top[OR_SSE_TOP_USAGE].val == NULL) {
+        if (!chunk && d == NULL) {
             return 0;
         }
 
         ev->format = OR_SSE_FMT_CHAT;
+        ev->usage_only = (d != NULL && *d == '{');
         or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
         return 1;
     }
 
     ev->format = OR_SSE_FMT_CHAT;
+    ev->usage_only = (d != NULL && *d == '{'
+                      && or_sj_first(choices, e) == NULL);
 
     text = 0;
     tool = 0;

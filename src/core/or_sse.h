@@ -84,6 +84,8 @@ typedef struct {
     unsigned         progress:1;    /* restarts the content-stall budget */
     unsigned         finish:1;      /* Chat: a non-null finish_reason */
     unsigned         truncated:1;   /* data longer than OR_SSE_DATA_MAX */
+    unsigned         usage_only:1;  /* Chat: the usage chunk, a "usage"
+                                       object and no choice (choices []) */
     size_t           text_bytes;    /* UTF-8 bytes of text deltas */
     int              status;        /* OR_SSE_EV_ERROR: HTTP status it
                                        stands for, or_sse_error_status() */
@@ -141,6 +143,15 @@ size_t or_sse_feed(or_sse_t *s, const char *buf, size_t len,
  * fills ev when it had data, else 0.
  */
 int or_sse_end(or_sse_t *s, or_sse_event_t *ev);
+
+/*
+ * The data of one complete event from its raw bytes (the ev->bytes that
+ * ended with it), when it is a single data line: *start and *len are its
+ * value's place in raw, and 1 is returned; 0 for no data line or several
+ * (their joined data is not one span of raw).
+ */
+int or_sse_data_span(const char *raw, size_t len, size_t *start,
+    size_t *dlen);
 
 /* bytes of an incomplete event are pending (since the last event) */
 size_t or_sse_pending(const or_sse_t *s);

@@ -30,6 +30,7 @@ or_stream_conf_init(or_stream_conf_t *conf)
     conf->min_rate = OR_UNSET;
     conf->min_bytes = OR_UNSET;
     conf->first_content_ms = OR_MSEC_NONE;
+    conf->include_usage = OR_UNSET;
 }
 
 
@@ -61,6 +62,10 @@ or_stream_conf_fill(or_stream_conf_t *conf)
     }
 
     /* first_content_ms stays OR_MSEC_NONE: off */
+
+    if (conf->include_usage == OR_UNSET) {
+        conf->include_usage = 0;
+    }
 }
 
 

@@ -39,6 +39,10 @@
  *                           event, from dispatch (connect and response
  *                           header included); 0: off.  Never applied to
  *                           the last candidate.
+ *   include_usage     0     not the watch: a Chat Completions stream
+ *                           that did not ask for usage asks for it
+ *                           (or_splice_stream_usage()) and the usage-only
+ *                           chunk is kept from the client
  *
  * Judgement is suspended while a tool-call or reasoning phase is in
  * flight (the most recent output frame is one): the rate is only judged
@@ -79,6 +83,8 @@ typedef struct {
     int32_t      min_rate;          /* bytes per second */
     int32_t      min_bytes;
     or_msec_t    first_content_ms;  /* OR_MSEC_NONE / 0: off */
+    int32_t      include_usage;     /* ask Chat streams for usage; OR_UNSET:
+                                       default (off) */
 } or_stream_conf_t;
 
 

@@ -40,6 +40,7 @@ static void test_degraded_recovery(void);
 static void test_quiet_period(void);
 static void test_window_gate(void);
 static void test_conf_check(void);
+static void test_stored(void);
 
 
 static const profile_case_t  profiles[] = {
@@ -62,6 +63,7 @@ main(void)
     test_quiet_period();
     test_window_gate();
     test_conf_check();
+    test_stored();
 
     return or_done();
 }
@@ -641,4 +643,47 @@ test_conf_check(void)
               "R-CB-1 state names");
     or_is_str(or_breaker_state_name(OR_CB_DEGRADED), "DEGRADED",
               "R-CB-1 state name DEGRADED");
+}
+
+
+/* a result tells the state as stored from the state time made of it */
+
+static void
+test_stored(void)
+{
+    or_msec_t            now;
+    or_breaker_t         cb;
+    or_breaker_conf_t    conf;
+    or_breaker_result_t  res;
+
+    conf_for(&conf, OR_KIND_LOCAL);
+    memset(&cb, 0, sizeof(cb));
+    now = 1000000;
+
+    fail_n(&conf, &cb, 2, OR_REASON_SERVER_ERROR, now);
+    or_is_int(cb.state, OR_CB_OPEN, "stored: OPEN after 2 local failures");
+
+    or_breaker_failure(&conf, &cb, OR_REASON_SERVER_ERROR, now - 1, now + 10,
+                       &res);
+    or_ok(res.stored == OR_CB_OPEN && res.from == OR_CB_OPEN,
+          "stored: a stale failure while OPEN: stored and from alike");
+
+    now += conf.reset_ms;
+
+    or_breaker_failure(&conf, &cb, OR_REASON_SERVER_ERROR, now, now, &res);
+    or_ok(res.stored == OR_CB_OPEN && res.from == OR_CB_HALF_OPEN
+          && res.to == OR_CB_OPEN && res.changed,
+          "stored: after open_until, OPEN stored, HALF_OPEN read, the "
+          "failure re-opens");
+
+    now += or_breaker_hold_ms(&conf, &cb, cb.open_cycles);
+
+    or_breaker_success(&conf, &cb, now, now, &res);
+    or_ok(res.stored == OR_CB_OPEN && res.from == OR_CB_HALF_OPEN
+          && res.to == OR_CB_CLOSED,
+          "stored: a success after the hold: OPEN -> HALF_OPEN -> CLOSED");
+
+    or_breaker_success(&conf, &cb, now, now, &res);
+    or_ok(res.stored == OR_CB_CLOSED && res.from == OR_CB_CLOSED,
+          "stored: CLOSED stays");
 }

@@ -584,6 +584,72 @@ test_error_events(void)
 }
 
 
+/* the usage chunk of stream_options.include_usage */
+
+static void
+test_usage_only(void)
+{
+    or_sse_event_t  ev;
+
+    one("data: {\"object\":\"chat.completion.chunk\",\"choices\":[],"
+        "\"usage\":{\"prompt_tokens\":1}}\n\n", &ev);
+    or_ok(ev.usage_only && ev.kind == OR_SSE_EV_META,
+          "usage only: choices [] and usage");
+
+    one("data: {\"object\":\"chat.completion.chunk\","
+        "\"usage\":{\"prompt_tokens\":1}}\n\n", &ev);
+    or_ok(ev.usage_only, "usage only: no choices, usage");
+
+    one("data: {\"object\":\"chat.completion.chunk\",\"choices\":[{"
+        "\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],"
+        "\"usage\":{\"prompt_tokens\":1}}\n\n", &ev);
+    or_ok(!ev.usage_only && ev.finish,
+          "usage only: not with a choice (usage on the last chunk)");
+
+    one("data: {\"object\":\"chat.completion.chunk\",\"choices\":[],"
+        "\"usage\":null}\n\n", &ev);
+    or_ok(!ev.usage_only, "usage only: not a null usage");
+
+    one("data: {\"object\":\"chat.completion.chunk\",\"choices\":[{"
+        "\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n", &ev);
+    or_ok(!ev.usage_only, "usage only: not a content chunk");
+
+    one("event: response.completed\ndata: {\"type\":\"response.completed\","
+        "\"response\":{\"usage\":{\"input_tokens\":1}}}\n\n", &ev);
+    or_ok(!ev.usage_only, "usage only: Chat only");
+}
+
+
+static void
+test_data_span(void)
+{
+    size_t       start, len;
+    const char  *raw;
+
+#define TSPAN(r, ok, v, name)                                                 \
+    raw = r;                                                                  \
+    or_is_int(or_sse_data_span(raw, strlen(raw), &start, &len), ok,          \
+              "data span: " name);                                            \
+    if (ok) {                                                                 \
+        or_ok(len == strlen(v) && memcmp(raw + start, v, len) == 0,           \
+              "data span: " name ": the value");                              \
+    }
+
+    TSPAN("data: {\"a\":1}\n\n", 1, "{\"a\":1}", "one line");
+    TSPAN("event: x\r\ndata:{\"a\":1}\r\n\r\n", 1, "{\"a\":1}",
+          "CRLF, no space, an event name");
+    TSPAN(": ping\n\nid: 7\ndata: v\rretry: 5\r\r", 1, "v",
+          "a comment before, CR lines, other fields");
+    TSPAN("data: v\n", 1, "v", "the last event without its blank line");
+    TSPAN("data\n\n", 1, "", "an empty data line");
+    TSPAN("data: a\ndata: b\n\n", 0, "", "two data lines");
+    TSPAN("event: x\n\n", 0, "", "no data");
+    TSPAN("data: a\n\ndata: b\n\n", 1, "a", "only up to the blank line");
+
+#undef TSPAN
+}
+
+
 int
 main(void)
 {
@@ -596,6 +662,8 @@ main(void)
     test_events();
     test_bound();
     test_error_events();
+    test_usage_only();
+    test_data_span();
 
     return or_done();
 }

@@ -194,6 +194,12 @@ ngx_omniroute_setting_desc_t  ngx_omniroute_provider_settings[] = {
       ngx_omniroute_sfield(stream, first_content_ms),
       NGX_OMNIROUTE_SF_MSEC_OPT, 1, OR_WATCH_MAX_MS, NULL, NULL },
 
+    /* 35: ask Chat Completions streams for their usage (metrics) */
+    { "stream", "include_usage", "stream_usage",
+      "OMNIROUTE_STREAM_INCLUDE_USAGE", 1,
+      ngx_omniroute_sfield(stream, include_usage),
+      NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
+
     { NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL }
 };
 

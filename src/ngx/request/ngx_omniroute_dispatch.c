@@ -32,6 +32,8 @@ typedef struct {
     ngx_omniroute_settings_t     *settings;
     or_msec_t                     now;
     or_cb_admit_e                 admit;
+    or_cb_state_e                 stored;       /* before the admission */
+    or_cb_state_e                 state;        /* written */
 } ngx_omniroute_admit_t;
 
 
@@ -117,6 +119,8 @@ ngx_omniroute_admit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
         adm.settings = cand->settings;
         adm.admit = OR_CB_ALLOW;
+        adm.stored = OR_CB_CLOSED;
+        adm.state = OR_CB_CLOSED;
 
         (void) ngx_omniroute_store_update(&omcf->store,
                                           NGX_OMNIROUTE_T_BREAKER,
@@ -124,6 +128,9 @@ ngx_omniroute_admit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
                                           sizeof(or_breaker_t),
                                           ngx_omniroute_admit_update, &adm,
                                           0);
+
+        ngx_omniroute_breaker_changed(r, cand->provider, adm.stored,
+                                      adm.state);
 
         verdict = (adm.admit == OR_CB_DENY) ? OR_ADMIT_DENY_CIRCUIT
                                             : OR_ADMIT_ALLOW;
@@ -163,6 +170,10 @@ ngx_omniroute_admit_update(void *value, void *arg, or_msec_t *expires)
 
     adm->admit = or_breaker_admit(&adm->settings->breaker, value, adm->now,
                                   &retry);
+
+    /* OPEN -> HALF_OPEN by time is written here first: counted after */
+    adm->stored = (or_cb_state_e) before.state;
+    adm->state = (or_cb_state_e) ((or_breaker_t *) value)->state;
 
     return ngx_memcmp(&before, value, sizeof(or_breaker_t)) == 0
            ? NGX_OMNIROUTE_UNCHANGED : NGX_OMNIROUTE_CHANGED;

@@ -568,22 +568,37 @@ ngx_omniroute_lockout_succeeded(void *value, void *arg, or_msec_t *expires)
 }
 
 
+/*
+ * An update wrote the breaker's change: the change time made on reading
+ * it (it is written, so counted once, by the update that saw it first
+ * under the zone lock), then the event's.
+ */
+
 static void
 ngx_omniroute_log_breaker(ngx_http_request_t *r,
     ngx_omniroute_candidate_t *cand, or_breaker_result_t *res)
 {
+    ngx_omniroute_breaker_changed(r, cand->provider, res->stored, res->from);
+    ngx_omniroute_breaker_changed(r, cand->provider, res->from, res->to);
+}
+
+
+void
+ngx_omniroute_breaker_changed(ngx_http_request_t *r,
+    ngx_omniroute_provider_t *p, or_cb_state_e from, or_cb_state_e to)
+{
     ngx_uint_t  level;
 
-    if (res->from == res->to) {
+    if (from == to) {
         return;
     }
 
-    ngx_omniroute_count_breaker(r, cand->provider, res->from, res->to);
+    ngx_omniroute_count_breaker(r, p, from, to);
 
-    level = (res->to == OR_CB_OPEN) ? NGX_LOG_WARN : NGX_LOG_NOTICE;
+    level = (to == OR_CB_OPEN) ? NGX_LOG_WARN : NGX_LOG_NOTICE;
 
     ngx_log_error(level, r->connection->log, 0,
                   "omniroute: circuit breaker of provider \"%V\" %s -> %s",
-                  &cand->provider->name, or_breaker_state_name(res->from),
-                  or_breaker_state_name(res->to));
+                  &p->name, or_breaker_state_name(from),
+                  or_breaker_state_name(to));
 }

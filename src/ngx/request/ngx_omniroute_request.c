@@ -22,11 +22,13 @@
 static void ngx_omniroute_body_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_omniroute_scan_body(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_body_edits(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_start_attempt(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_attempt_body(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_http_request_t *sr,
-    ngx_omniroute_target_t *t);
+    ngx_omniroute_attempt_t *a);
 static ngx_int_t ngx_omniroute_attempt_done(ngx_http_request_t *sr,
     void *data, ngx_int_t rc);
 static void ngx_omniroute_parent_handler(ngx_http_request_t *r);
@@ -353,7 +355,7 @@ ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     if (!m->escaped) {
         ctx->model.data = ctx->body.data + m->start + 1;
         ctx->model.len = m->end - m->start - 2;
-        return NGX_OK;
+        return ngx_omniroute_body_edits(r, ctx);
     }
 
     ctx->model.data = ngx_pnalloc(r->pool, m->end - m->start);
@@ -370,6 +372,63 @@ ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     ctx->model.len = (size_t) n;
+
+    return ngx_omniroute_body_edits(r, ctx);
+}
+
+
+/*
+ * What every attempt's body changes besides the model: the "background":
+ * true of a Responses API request is removed (the request is answered
+ * synchronously, with a warning); and whether a Chat Completions stream
+ * asked for its usage (the attempt decides whether to ask).
+ */
+
+static ngx_int_t
+ngx_omniroute_body_edits(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    const char       *body;
+    or_json_value_t  *bg;
+
+    body = (const char *) ctx->body.data;
+
+    or_splice_init(&ctx->splice);
+
+    if (or_splice_usage_path((const char *) r->uri.data, r->uri.len)) {
+        ctx->usage = or_splice_stream_usage(NULL, body, ctx->body.len,
+                                            &ctx->scan);
+    }
+
+    bg = &ctx->scan.background;
+
+    if (bg->type == OR_JSON_ABSENT
+        || or_sse_format_of_path((const char *) r->uri.data, r->uri.len)
+           != OR_SSE_FMT_RESPONSES)
+    {
+        return NGX_OK;
+    }
+
+    if (bg->dup) {
+        /* which one a provider would take is its own choice */
+        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
+                                    "invalid_background",
+                                    "the request body has more than one "
+                                    "\"background\"");
+    }
+
+    if (bg->type != OR_JSON_TRUE) {
+        return NGX_OK;
+    }
+
+    if (or_splice_remove(&ctx->splice, body, ctx->body.len, bg) != 0) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->background = 1;
+
+    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                  "omniroute: \"background\": true removed from a "
+                  "Responses API request, answered synchronously");
 
     return NGX_OK;
 }
@@ -488,7 +547,7 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     sr->method = r->method;
     sr->method_name = r->method_name;
 
-    if (ngx_omniroute_attempt_body(r, ctx, sr, cand->target) != NGX_OK) {
+    if (ngx_omniroute_attempt_body(r, ctx, sr, a) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -581,22 +640,28 @@ ngx_omniroute_attempt_expired(ngx_event_t *ev)
 
 
 /*
- * The attempt's body: the client's bytes, with only the model value
- * replaced by the target's upstream model (JSON-quoted) when they differ;
- * no byte is copied, the buffers point into the client's body.
+ * The attempt's body: the client's bytes with the edits of or_splice --
+ * the model value replaced by the target's upstream model (JSON-quoted)
+ * when they differ, the request's own edits (a removed "background"), a
+ * Chat stream's usage asked for when the provider's stream.include_usage
+ * is on; no byte is copied, the buffers point into the client's body and
+ * at the inserted text.
  */
 
 static ngx_int_t
 ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_http_request_t *sr, ngx_omniroute_target_t *t)
+    ngx_http_request_t *sr, ngx_omniroute_attempt_t *a)
 {
     u_char                   *base;
-    size_t                    len;
+    size_t                    len, pos;
     ngx_uint_t                i, n;
-    ngx_str_t                 part[3];
+    ngx_str_t                 part[2 * OR_SPLICE_MAX + 1];
     ngx_buf_t                *b;
+    or_splice_t               sp;
     ngx_chain_t              *cl, **ll;
     or_json_value_t          *m;
+    or_splice_edit_t         *e;
+    ngx_omniroute_target_t   *t;
     ngx_http_request_body_t  *rb;
 
     if (ctx->body.data == NULL) {
@@ -608,14 +673,12 @@ ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     base = ctx->body.data;
     m = &ctx->scan.model;
+    t = a->cand->target;
+    sp = ctx->splice;
 
-    if (t->model.len == ctx->model.len
-        && ngx_strncmp(t->model.data, ctx->model.data, t->model.len) == 0)
+    if (t->model.len != ctx->model.len
+        || ngx_strncmp(t->model.data, ctx->model.data, t->model.len) != 0)
     {
-        part[0] = ctx->body;
-        n = 1;
-
-    } else {
         if (ctx->sent_model.data == NULL
             || ctx->sent_model.len != t->model.len
             || ngx_strncmp(ctx->sent_model.data, t->model.data,
@@ -641,13 +704,44 @@ ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
             ctx->sent_model = t->model;
         }
 
-        part[0].data = base;
-        part[0].len = m->start;
-        part[1] = ctx->quoted_model;
-        part[2].data = base + m->end;
-        part[2].len = ctx->body.len - m->end;
-        n = 3;
+        if (or_splice_add(&sp, m->start, m->end,
+                          (const char *) ctx->quoted_model.data,
+                          ctx->quoted_model.len)
+            != 0)
+        {
+            return NGX_ERROR;
+        }
     }
+
+    if (ctx->usage == OR_SPLICE_USAGE_ADDED
+        && a->cand->settings->stream.include_usage > 0)
+    {
+        /* stream.include_usage: the usage chunk is for the metrics */
+
+        a->usage_asked = (or_splice_stream_usage(&sp, (const char *) base,
+                                                 ctx->body.len, &ctx->scan)
+                          == OR_SPLICE_USAGE_ADDED);
+    }
+
+    /* the parts: the body between the edits, and each edit's text */
+
+    n = 0;
+    pos = 0;
+
+    for (i = 0; i < sp.n; i++) {
+        e = &sp.edit[i];
+
+        part[n].data = base + pos;
+        part[n++].len = e->start - pos;
+
+        part[n].data = (u_char *) e->data;
+        part[n++].len = e->len;
+
+        pos = e->end;
+    }
+
+    part[n].data = base + pos;
+    part[n++].len = ctx->body.len - pos;
 
     rb = ngx_pcalloc(r->pool, sizeof(ngx_http_request_body_t));
     if (rb == NULL) {
@@ -694,8 +788,9 @@ ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     sr->request_body = rb;
     sr->headers_in.content_length_n = len;
 
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "omniroute: attempt body %uz bytes in %ui parts", len, n);
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "omniroute: attempt body %uz bytes in %ui parts%s", len,
+                   n, a->usage_asked ? ", stream usage asked" : "");
 
     return NGX_OK;
 }

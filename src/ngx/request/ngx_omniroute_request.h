@@ -19,6 +19,7 @@
 #include "ngx_omniroute.h"
 #include "ngx_omniroute_keys.h"
 #include "or_json.h"
+#include "or_splice.h"
 #include "or_sse.h"
 #include "or_stream.h"
 #include "or_wait.h"
@@ -148,6 +149,14 @@ typedef struct {
                                                    (lane.c) */
     unsigned                      paced:1;      /* its 429 paused the
                                                    connection (R-PACE-2) */
+    unsigned                      usage_asked:1;    /* its body asked for
+                                                       stream usage for the
+                                                       client: the usage-
+                                                       only chunk is not
+                                                       passed on */
+    unsigned                      strip:1;      /* the event just read in
+                                                   place is cut from its
+                                                   buffer */
 } ngx_omniroute_attempt_t;
 
 
@@ -166,6 +175,10 @@ struct ngx_omniroute_ctx_s {
     or_json_scan_t                scan;         /* where its values are */
     ngx_str_t                     sent_model;   /* of quoted_model */
     ngx_str_t                     quoted_model; /* as a JSON string */
+    or_splice_t                   splice;       /* edits of every attempt's
+                                                   body (background) */
+    or_splice_usage_e             usage;        /* what a Chat stream asks
+                                                   for (ADDED: not usage) */
     ngx_omniroute_model_t        *entry;        /* alias or combo, or NULL */
     ngx_omniroute_route_t        *routes;       /* in the order tried */
     ngx_uint_t                    nroutes;
@@ -210,6 +223,8 @@ struct ngx_omniroute_ctx_s {
     unsigned                      waiting:1;    /* out a cooldown */
     unsigned                      emergency:1;  /* the emergency target
                                                    was planned (R-EMERG-1) */
+    unsigned                      background:1; /* "background": true
+                                                   removed (Responses) */
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
     ngx_omniroute_stats_req_t    *stats;        /* stats.c */
@@ -394,6 +409,9 @@ void ngx_omniroute_record_failure(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
 void ngx_omniroute_record_success(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
+/* a breaker change an update wrote: logged and counted */
+void ngx_omniroute_breaker_changed(ngx_http_request_t *r,
+    ngx_omniroute_provider_t *p, or_cb_state_e from, or_cb_state_e to);
 
 /*
  * pace.c: pacing (R-PACE), tool-limit backoff (R-TOOL), what the three

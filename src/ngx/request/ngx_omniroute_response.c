@@ -4,7 +4,8 @@
  *
  * All that the client gets: the committed or held attempt's status and
  * headers with X-OmniRoute-Connection, X-OmniRoute-Attempts (and
- * X-OmniRoute-Trail with omniroute_attempt_trail), the
+ * X-OmniRoute-Trail with omniroute_attempt_trail, X-OmniRoute-Warning
+ * for a background request answered synchronously), the
  * restated status and Retry-After of a held error (R-CLASS-1, R-REQ-6),
  * the gateway's own answers (transport failure, everything cooling down,
  * client errors) and nginx's error pages, all in the OpenAI error shape,
@@ -303,7 +304,11 @@ ngx_omniroute_copy_response_headers(ngx_http_request_t *r,
 }
 
 
-/* X-OmniRoute-Connection and X-OmniRoute-Attempts on the main response */
+/*
+ * X-OmniRoute-Connection and X-OmniRoute-Attempts on the main response;
+ * X-OmniRoute-Warning when the request was changed on its way (a
+ * Responses API "background": true answered synchronously)
+ */
 
 ngx_int_t
 ngx_omniroute_add_route_headers(ngx_http_request_t *r,
@@ -312,6 +317,15 @@ ngx_omniroute_add_route_headers(ngx_http_request_t *r,
     u_char                   *p;
     ngx_str_t                 name, value;
     ngx_omniroute_attempt_t  *a;
+
+    if (ctx->background) {
+        ngx_str_set(&name, "X-OmniRoute-Warning");
+        ngx_str_set(&value, "background-forced-synchronous");
+
+        if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
 
     if (ctx->attempts.nelts == 0) {
         return NGX_OK;

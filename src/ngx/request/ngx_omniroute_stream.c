@@ -50,8 +50,12 @@ static ngx_int_t ngx_omniroute_stream_pass(ngx_http_request_t *sr,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, ngx_buf_t *b,
     ngx_chain_t ***ll);
 static ngx_int_t ngx_omniroute_stream_event(ngx_http_request_t *sr,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, or_sse_event_t *ev,
+    u_char *raw);
+static u_char *ngx_omniroute_stream_held(ngx_omniroute_attempt_t *a,
     or_sse_event_t *ev);
+static void ngx_omniroute_stream_usage(ngx_http_request_t *sr,
+    ngx_omniroute_attempt_t *a, or_sse_event_t *ev, u_char *raw);
 static ngx_int_t ngx_omniroute_stream_emit(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, u_char *data, size_t len, ngx_chain_t ***ll);
 static ngx_int_t ngx_omniroute_stream_flush(ngx_http_request_t *sr,
@@ -424,7 +428,8 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     if (clean && or_sse_end(ctx->sse, &ev)) {
         /* the last event of a stream that ends without its blank line */
 
-        rc = ngx_omniroute_stream_event(sr, ctx, a, &ev);
+        rc = ngx_omniroute_stream_event(sr, ctx, a, &ev,
+                                        ngx_omniroute_stream_held(a, &ev));
 
         if (rc == NGX_DONE) {
             return NGX_OK;
@@ -565,7 +570,8 @@ ngx_omniroute_stream_bytes(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
         /* the client's stream is at an event boundary once it goes out */
         a->partial = 0;
 
-        rc = ngx_omniroute_stream_event(sr, ctx, a, &ev);
+        rc = ngx_omniroute_stream_event(sr, ctx, a, &ev,
+                                        ngx_omniroute_stream_held(a, &ev));
 
         if (rc != NGX_OK) {
             return rc;
@@ -615,8 +621,19 @@ ngx_omniroute_stream_pass(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
         q = p;
         a->partial = 0;
 
-        if (ngx_omniroute_stream_event(sr, ctx, a, &ev) != NGX_OK) {
+        if (ngx_omniroute_stream_event(sr, ctx, a, &ev, p - ev.bytes)
+            != NGX_OK)
+        {
             return NGX_ERROR;
+        }
+
+        if (a->strip) {
+            /* the usage chunk asked for the metrics: cut from the buffer */
+            a->strip = 0;
+            ngx_memmove(p - ev.bytes, p, b->last - p);
+            b->last -= ev.bytes;
+            p -= ev.bytes;
+            q = p;
         }
     }
 
@@ -656,7 +673,7 @@ ngx_omniroute_stream_pass(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
 static ngx_int_t
 ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_attempt_t *a, or_sse_event_t *ev)
+    ngx_omniroute_attempt_t *a, or_sse_event_t *ev, u_char *raw)
 {
     u_char     *d;
     or_msec_t   now;
@@ -665,9 +682,9 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     or_watch_event(&ctx->watch, ev, now);
 
-    if (ev->data_len && !ev->truncated) {
+    if (ev->data_len) {
         /* the token usage a stream reports (metrics) */
-        ngx_omniroute_stats_event(sr, a, ev->data, ev->data_len);
+        ngx_omniroute_stream_usage(sr, a, ev, raw);
     }
 
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
@@ -688,6 +705,17 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
         a->event.data = d;
         a->event.len = ev->data_len;
+    }
+
+    if (ev->usage_only && a->usage_asked && raw != NULL) {
+        /* the usage chunk asked for the metrics: counted, not passed on */
+
+        if (raw >= a->body->start && raw < a->body->end) {
+            a->body->last = raw;
+
+        } else {
+            a->strip = 1;       /* read in place: the caller cuts it */
+        }
     }
 
     /* everything held so far is complete events */
@@ -736,6 +764,60 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     }
 
     return NGX_OK;
+}
+
+
+/*
+ * The usage of an event (metrics): its data as the scanner kept it, or,
+ * for an event longer than that (a response.completed carrying the whole
+ * answer), as the attempt's buffer holds it whole (up to
+ * omniroute_error_body_buffer_size) when it is one data line; an event
+ * that went out in parts is not read.
+ */
+
+static void
+ngx_omniroute_stream_usage(ngx_http_request_t *sr,
+    ngx_omniroute_attempt_t *a, or_sse_event_t *ev, u_char *raw)
+{
+    size_t  start, len;
+
+    if (!ev->truncated) {
+        ngx_omniroute_stats_event(sr, a, ev->data, ev->data_len);
+        return;
+    }
+
+    if (raw == NULL
+        || !or_sse_data_span((const char *) raw, ev->bytes, &start, &len))
+    {
+        ngx_log_error(NGX_LOG_INFO, sr->connection->log, 0,
+                      "omniroute: an event of %uz bytes in the stream of "
+                      "\"%V\" is not read for usage (over the buffer of "
+                      "%uz, or in several data lines)", ev->data_total,
+                      &a->cand->conn->id,
+                      (size_t) (a->body->end - a->body->start));
+        return;
+    }
+
+    ngx_omniroute_stats_event(sr, a, (const char *) raw + start, len);
+}
+
+
+/* the raw bytes of an event held whole in the attempt's buffer, or NULL */
+
+static u_char *
+ngx_omniroute_stream_held(ngx_omniroute_attempt_t *a, or_sse_event_t *ev)
+{
+    size_t      held;
+    ngx_buf_t  *h;
+
+    h = a->body;
+    held = h->last - h->pos;
+
+    if (held < a->boundary || held - a->boundary != ev->bytes) {
+        return NULL;        /* (part of it) went out already */
+    }
+
+    return h->last - ev->bytes;
 }
 
 
