@@ -8,7 +8,9 @@
 # a client that takes it slowly (the gateway's writes block and the
 # upstream's buffer stays busy): the client gets every byte as the
 # provider sent it, in order, on a single connection and after a
-# fallover; the usage chunk is still counted (2 workers).
+# fallover, and with proxy_buffering on in the attempt location (the
+# stream spills to a temp file); the usage chunk is still counted (2
+# workers).
 
 use strict;
 use warnings;
@@ -86,6 +88,21 @@ $t->config(<<'EOF');
             proxy_buffer_size 4k;
         }
 
+        # an operator who buffers (the stream spills to a temp file)
+        location /buffered/v1/ {
+            omniroute_pass /_buffered;
+        }
+
+        location /_buffered {
+            internal;
+            include %%TESTDIR%%/params-buffered;
+            proxy_buffer_size 4k;
+            proxy_buffers 4 4k;
+            proxy_busy_buffers_size 8k;
+            proxy_max_temp_file_size 1m;
+            proxy_temp_file_write_size 8k;
+        }
+
         location = /metrics {
             omniroute_api;
             omniroute_api_token env=OMNI_TEST_API_TOKEN;
@@ -114,20 +131,23 @@ $t->config(<<'EOF');
 EOF
 
 $t->write_file('key', "sk-pass\n");
+$t->params_with('params-buffered', proxy_buffering => 'on');
 $t->run($t->port('gw'));
 
 my $gw = $t->port('gw');
 
 # a client that reads 16 KiB at a time, 5 ms apart
 sub slow_post {
-    my ($model) = @_;
+    my ($model, $prefix) = @_;
+    $prefix //= '';
     my $body = '{"model":"' . $model . '","stream":true,'
                . '"messages":[{"role":"user","content":"go"}]}';
     my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$gw", Timeout => 5)
         or die "connect: $!";
     setsockopt($s, Socket::SOL_SOCKET(), Socket::SO_RCVBUF(), 16384);
     $s->autoflush(1);
-    print $s OmniTest::request_text('POST', '/v1/chat/completions', $body,
+    print $s OmniTest::request_text('POST', "$prefix/v1/chat/completions",
+                                    $body,
                                     'Content-Type' => 'application/json');
     my $buf = '';
     my $sel = IO::Select->new($s);
@@ -141,9 +161,11 @@ sub slow_post {
     return OmniTest::parse_response($buf);
 }
 
-for my $case (['one', 'one connection'], ['two', 'after a fallover']) {
-    my ($model, $name) = @$case;
-    my $r = slow_post($model);
+for my $case (['one', 'one connection'], ['two', 'after a fallover'],
+              ['one', 'proxy_buffering on', '/buffered'])
+{
+    my ($model, $name, $prefix) = @$case;
+    my $r = slow_post($model, $prefix);
 
     is($r->{status}, 200, "$name: 200");
     like($r->{headers}{'content-type'} // '', qr{text/event-stream},
@@ -154,7 +176,8 @@ for my $case (['one', 'one connection'], ['two', 'after a fallover']) {
 
 my $text = $t->get($gw, '/metrics', Authorization => "Bearer $TOKEN")->{body};
 my ($prompt) = $text =~ /^omniroute_tokens_total\{[^}]*model="one"[^}]*type="prompt"\} (\d+)$/m;
-is($prompt, 123456, 'the usage chunk at the end was read in place');
+is($prompt, 2 * 123456,
+   'the usage chunk at the end was read in place (two streams of "one")');
 
 $t->done;
 done_testing;

@@ -353,8 +353,9 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
         }
 
         if (ngx_buf_in_memory(b) && b->last > b->pos && !failed) {
+            /* a buffer also in a file is read whole (proxy_buffering on) */
             rc = ngx_omniroute_stream_bytes(sr, ctx, a, b->pos, b->last, &ll,
-                                            &stop);
+                                            b->in_file ? NULL : &stop);
 
             if (rc == NGX_ERROR) {
                 return NGX_ERROR;
@@ -364,7 +365,7 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
                 failed = 1;
             }
 
-            if (rc == NGX_AGAIN && stop < b->last && !b->in_file) {
+            if (rc == NGX_AGAIN && stop < b->last) {
                 /*
                  * Committed, at an event boundary: the complete events
                  * held go out, then the rest of the buffer itself.
@@ -492,9 +493,9 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 /*
  * Bytes of the stream: cut into events, held, and (after the commit
  * point) the complete events queued at *ll.  NGX_DONE: an error event
- * before the commit point (the attempt is now held).  NGX_AGAIN: the
- * stream is committed and *stop is the end of an event (the rest can go
- * out as it is).
+ * before the commit point (the attempt is now held).  NGX_AGAIN (only
+ * with stop): the stream is committed and *stop is the end of an event
+ * (the rest can go out as it is).
  */
 
 static ngx_int_t
@@ -577,7 +578,7 @@ ngx_omniroute_stream_bytes(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
             return rc;
         }
 
-        if (a->state == NGX_OMNIROUTE_ATTEMPT_COMMITTED) {
+        if (stop != NULL && a->state == NGX_OMNIROUTE_ATTEMPT_COMMITTED) {
             *stop = p;
             return NGX_AGAIN;
         }
