@@ -21,6 +21,9 @@ static or_msec_t or_lane_clamp(or_msec_t v, or_msec_t dflt, or_msec_t lo,
 static int or_lane_ends(or_lane_slow_e slow, or_lane_end_e *end);
 static void or_lane_wait(const or_lane_headers_t *h,
     const or_lane_req_t *req, or_msec_t now, or_lane_verdict_t *v);
+static const char *or_lane_next_value(const char *body, const char *end,
+    const char *key, size_t klen, const char **pos);
+static const char *or_lane_ws(const char *p, const char *end);
 static int or_lane_block(const char *body, size_t len, const char *key,
     const char **start, size_t *blen);
 static int or_lane_member(const char *body, size_t len, const char *key,
@@ -519,6 +522,58 @@ or_lane_reset_due(const or_lane_t *l, or_msec_t now)
 
 
 /*
+ * The value of the next member named key (its quoted key matched without
+ * regard to case) in [*pos, end), whitespace skipped: NULL when there is
+ * none; *pos moves past the key, for the next search.
+ */
+
+static const char *
+or_lane_next_value(const char *body, const char *end, const char *key,
+    size_t klen, const char **pos)
+{
+    const char  *p, *q;
+
+    for ( ;; ) {
+        q = or_memcasemem(*pos, end - *pos, key, klen);
+
+        if (q == NULL) {
+            return NULL;
+        }
+
+        p = q + klen;
+        *pos = p;
+
+        if (q == body || q[-1] != '"' || p >= end || *p != '"') {
+            continue;
+        }
+
+        p = or_lane_ws(p + 1, end);
+
+        if (p >= end || *p != ':') {
+            continue;
+        }
+
+        p = or_lane_ws(p + 1, end);
+
+        return (p < end) ? p : NULL;
+    }
+}
+
+
+static const char *
+or_lane_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'
+                       || *p == '\n'))
+    {
+        p++;
+    }
+
+    return p;
+}
+
+
+/*
  * The span of the object value of the first member named key (a bounded
  * walk: strings skipped with their escapes, braces counted); 0: none.
  */
@@ -528,46 +583,20 @@ or_lane_block(const char *body, size_t len, const char *key,
     const char **start, size_t *blen)
 {
     size_t       klen, i, depth;
-    const char  *p, *end, *q;
+    const char  *p, *end, *pos;
 
     klen = strlen(key);
     end = body + len;
-    p = body;
+    pos = body;
 
     for ( ;; ) {
-        q = or_memcasemem(p, end - p, key, klen);
+        p = or_lane_next_value(body, end, key, klen, &pos);
 
-        if (q == NULL) {
+        if (p == NULL) {
             return 0;
         }
 
-        p = q + klen;
-
-        if (q == body || q[-1] != '"' || p >= end || *p != '"') {
-            continue;
-        }
-
-        p++;
-
-        while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'
-                           || *p == '\n'))
-        {
-            p++;
-        }
-
-        if (p >= end || *p != ':') {
-            continue;
-        }
-
-        p++;
-
-        while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'
-                           || *p == '\n'))
-        {
-            p++;
-        }
-
-        if (p >= end || *p != '{') {
+        if (*p != '{') {
             continue;
         }
 
@@ -614,79 +643,45 @@ static int
 or_lane_member(const char *body, size_t len, const char *key,
     const char **v, size_t *vlen)
 {
-    size_t       klen;
-    const char  *p, *end, *q, *s;
+    const char  *p, *end, *pos, *s;
 
-    klen = strlen(key);
     end = body + len;
-    p = body;
+    pos = body;
 
-    for ( ;; ) {
-        q = or_memcasemem(p, end - p, key, klen);
+    p = or_lane_next_value(body, end, key, strlen(key), &pos);
 
-        if (q == NULL) {
+    if (p == NULL) {
+        return 0;
+    }
+
+    if (*p == '"') {
+        s = ++p;
+
+        while (p < end && *p != '"' && *p != '\\') {
+            p++;
+        }
+
+        if (p >= end || *p != '"') {
             return 0;
-        }
-
-        p = q + klen;
-
-        if (q == body || q[-1] != '"' || p >= end || *p != '"') {
-            continue;
-        }
-
-        p++;
-
-        while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'
-                           || *p == '\n'))
-        {
-            p++;
-        }
-
-        if (p >= end || *p != ':') {
-            continue;
-        }
-
-        p++;
-
-        while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'
-                           || *p == '\n'))
-        {
-            p++;
-        }
-
-        if (p >= end) {
-            return 0;
-        }
-
-        if (*p == '"') {
-            s = ++p;
-
-            while (p < end && *p != '"' && *p != '\\') {
-                p++;
-            }
-
-            if (p >= end || *p != '"') {
-                return 0;
-            }
-
-            *v = s;
-            *vlen = p - s;
-            return 1;
-        }
-
-        s = p;
-
-        while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ' '
-               && *p != '\t' && *p != '\r' && *p != '\n')
-        {
-            p++;
         }
 
         *v = s;
         *vlen = p - s;
-
-        return *vlen > 0;
+        return 1;
     }
+
+    s = p;
+
+    while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ' '
+           && *p != '\t' && *p != '\r' && *p != '\n')
+    {
+        p++;
+    }
+
+    *v = s;
+    *vlen = p - s;
+
+    return *vlen > 0;
 }
 
 
