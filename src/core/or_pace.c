@@ -143,19 +143,12 @@ or_pace_begin(or_pace_t *p, or_msec_t now, uint32_t kind)
 }
 
 
-int
-or_pace_pause(or_pace_t *p, or_msec_t now, or_msec_t ms)
+/* the record lasts ms more from now, within its epoch's bound */
+
+static void
+or_pace_extend(or_pace_t *p, or_msec_t now, or_msec_t ms)
 {
-    or_pace_t  before;
     or_msec_t  until;
-
-    if (ms <= 0 || now < 0) {
-        return 0;
-    }
-
-    before = *p;
-
-    or_pace_begin(p, now, OR_PACE_KIND_PAUSE);
 
     if (ms > OR_PACE_MAX_MS) {
         ms = OR_PACE_MAX_MS;
@@ -171,6 +164,22 @@ or_pace_pause(or_pace_t *p, or_msec_t now, or_msec_t ms)
     if (until > p->until) {
         p->until = until;
     }
+}
+
+
+int
+or_pace_pause(or_pace_t *p, or_msec_t now, or_msec_t ms)
+{
+    or_pace_t  before;
+
+    if (ms <= 0 || now < 0) {
+        return 0;
+    }
+
+    before = *p;
+
+    or_pace_begin(p, now, OR_PACE_KIND_PAUSE);
+    or_pace_extend(p, now, ms);
 
     return memcmp(&before, p, sizeof(or_pace_t)) != 0;
 }
@@ -181,7 +190,6 @@ or_pace_tools_fail(or_pace_t *p, size_t ntools, or_msec_t now, or_msec_t ms)
 {
     uint32_t   n;
     or_pace_t  before;
-    or_msec_t  until;
 
     if (ntools == 0 || ms <= 0 || now < 0) {
         return 0;
@@ -197,20 +205,7 @@ or_pace_tools_fail(or_pace_t *p, size_t ntools, or_msec_t now, or_msec_t ms)
         p->tools = n;
     }
 
-    if (ms > OR_PACE_MAX_MS) {
-        ms = OR_PACE_MAX_MS;
-    }
-
-    until = or_msec_add(now, ms);
-
-    if (until > or_msec_add(p->since, OR_PACE_MAX_MS)) {
-        /* valid for the peers: at most OR_PACE_MAX_MS in one epoch */
-        until = or_msec_add(p->since, OR_PACE_MAX_MS);
-    }
-
-    if (until > p->until) {
-        p->until = until;
-    }
+    or_pace_extend(p, now, ms);
 
     return memcmp(&before, p, sizeof(or_pace_t)) != 0;
 }
