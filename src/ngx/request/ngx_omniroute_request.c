@@ -533,6 +533,18 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                    ctx->attempts.nelts, &cand->conn->id,
                    &cand->target->model);
 
+    if (cand->emergency && !ctx->emergency_used) {
+        /* R-EMERG-1: used, once per request */
+        ctx->emergency_used = 1;
+
+        ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_EMERGENCY);
+
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "omniroute: every candidate of \"%V\" failed or was "
+                      "excluded: emergency fallback \"%V/%V\"", &ctx->model,
+                      &cand->conn->id, &cand->target->model);
+    }
+
     ctx->ps.handler = ngx_omniroute_attempt_done;
     ctx->ps.data = ctx;
 

@@ -67,6 +67,8 @@ typedef struct {
     unsigned                      has_conn:1;       /* planning: only */
     unsigned                      has_lockout:1;    /* these are touched */
     unsigned                      has_rejected:1;   /* on success */
+    unsigned                      emergency:1;  /* the emergency target
+                                                   (R-EMERG-1) */
 } ngx_omniroute_candidate_t;
 
 
@@ -223,6 +225,8 @@ struct ngx_omniroute_ctx_s {
     unsigned                      waiting:1;    /* out a cooldown */
     unsigned                      emergency:1;  /* the emergency target
                                                    was planned (R-EMERG-1) */
+    unsigned                      emergency_used:1; /* ... and got an
+                                                       attempt: counted */
     unsigned                      background:1; /* "background": true
                                                    removed (Responses) */
     const char                   *error_code;   /* client error to answer */
