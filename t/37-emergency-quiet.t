@@ -3,7 +3,8 @@
 # R-EMERG-1: the emergency target is counted and logged when it is used,
 # not when the request path merely asks whether another attempt would be
 # possible (the probe of a stream, the fall-over check) while the first
-# attempt is still running.
+# attempt is still running; its attempts are counted per (model,
+# connection) pair with the configured names as labels.
 
 use strict;
 use warnings;
@@ -115,6 +116,21 @@ is($e->requests->[0]{body}
 
 is(emergency_total(), 1, 'omniroute_emergency_fallback_total 1');
 is(warns(), 1, 'one emergency warn');
+
+# 3. its attempt is counted per pair, labels from the configuration
+
+my $m = metrics();
+
+like($m, qr/^omniroute_connection_attempts_total\{provider="e",
+            connection="e1",model="solo",reason="none"\}\ 1$/mx,
+     'the emergency attempt is counted for (solo, e1)')
+    or diag(join "\n", grep { /attempts_total/ } split /\n/, $m);
+like($m, qr/^omniroute_connection_attempts_total\{provider="q",
+            connection="q1",model="solo",reason="server_error"\}\ 1$/mx,
+     'the failed attempt for (solo, q1)');
+like($m, qr/^omniroute_connection_fallbacks_total\{provider="q",
+            connection="q1",model="solo",reason="server_error"\}\ 1$/mx,
+     'the fall-over from q1');
 
 $t->check_error_log;
 
