@@ -457,8 +457,10 @@ ngx_omniroute_pace_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 ngx_int_t
 ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
-    or_msec_t         until, now;
-    ngx_table_elt_t  *h;
+    or_msec_t   until, now;
+    ngx_str_t   value;
+
+    static ngx_str_t  name = ngx_string("Retry-After");
 
     until = ngx_omniroute_pace_until(r, ctx);
 
@@ -482,20 +484,15 @@ ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_TIMEOUT);
     ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_TIMEOUT);
 
-    h = ngx_list_push(&r->headers_out.headers);
-    if (h) {
-        h->hash = 1;
-        ngx_str_set(&h->key, "Retry-After");
-        h->value.data = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+    value.data = ngx_pnalloc(r->pool, NGX_INT64_LEN);
 
-        if (h->value.data == NULL) {
-            h->hash = 0;
+    if (value.data) {
+        value.len = ngx_sprintf(value.data, "%L",
+                                (int64_t) ((until - now + 999) / 1000))
+                    - value.data;
 
-        } else {
-            h->value.len = ngx_sprintf(h->value.data, "%L",
-                                       (int64_t) ((until - now + 999) / 1000))
-                           - h->value.data;
-        }
+        /* without it on an allocation failure: the answer still goes */
+        (void) ngx_omniroute_add_header(r, &name, &value);
     }
 
     return ngx_omniroute_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
