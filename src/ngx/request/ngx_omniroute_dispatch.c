@@ -856,7 +856,7 @@ ngx_omniroute_cooldown_decide(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     l.budget_left_ms = ngx_max(ctx->global.combo_wait_budget_ms
                                - ctx->waited, 0);
     l.request_left_ms = ngx_omniroute_budget_left(ctx);
-    l.attempts = ctx->attempts.nelts;
+    l.attempts = ctx->attempts.nelts - ctx->lane_retries;
     l.max_attempts = (unsigned) ctx->lcf->max_attempts;
 
     rc = or_wait_decide(&l, items, ctx->excluded.nelts, ms, &why);

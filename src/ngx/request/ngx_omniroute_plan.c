@@ -573,10 +573,22 @@ ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
 ngx_uint_t
 ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx)
 {
+    return ngx_omniroute_attempts_left(ctx)
+           && ngx_omniroute_plan_peek(ctx) == NGX_OK;
+}
+
+
+/*
+ * the attempt limit (the usage-limit lane's retries not counted) and the
+ * request budget allow another attempt, whichever candidate it would be
+ */
+
+ngx_uint_t
+ngx_omniroute_attempts_left(ngx_omniroute_ctx_t *ctx)
+{
     return ctx->attempts.nelts - ctx->lane_retries
            < (ngx_uint_t) ctx->lcf->max_attempts
-           && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0)
-           && ngx_omniroute_plan_peek(ctx) == NGX_OK;
+           && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0);
 }
 
 

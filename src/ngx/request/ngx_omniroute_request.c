@@ -448,14 +448,19 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ngx_atomic_t               *counters[2];
     ngx_http_request_t         *sr;
     ngx_omniroute_attempt_t    *a;
+    ngx_uint_t                  lane;
     ngx_omniroute_candidate_t  *cand;
 
     for ( ;; ) {
-        /* the usage-limit lane retries the same connection (R-LANE-2) */
-        if (ctx->again) {
+        /*
+         * the usage-limit lane retries the same connection (R-LANE-2);
+         * not counted against omniroute_max_attempts once it has its slot
+         */
+        lane = (ctx->again != NULL);
+
+        if (lane) {
             cand = ctx->again;
             ctx->again = NULL;
-            ctx->lane_retries++;
 
         } else {
             cand = ngx_omniroute_plan_next(ctx);
@@ -497,6 +502,7 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         }
 
         if (ngx_omniroute_acquire_slot(r, ctx, cand, counters) == NGX_OK) {
+            ctx->lane_retries += lane;
             break;
         }
 
@@ -931,9 +937,7 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
         return;
     }
 
-    if (a->paced
-        && ctx->attempts.nelts < (ngx_uint_t) ctx->lcf->max_attempts
-        && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0))
+    if (a->paced && ngx_omniroute_attempts_left(ctx))
     {
         /* R-PACE-2: not a fall-over: it waits for the pause, in order */
         ctx->current = NULL;
@@ -1074,8 +1078,7 @@ ngx_omniroute_retry_later(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     if (ctx->entry == NULL || !ctx->entry->combo || !ctx->entry->wait
         || !ctx->global.combo_wait
-        || ctx->attempts.nelts >= (ngx_uint_t) ctx->lcf->max_attempts
-        || (ctx->deadline && ngx_omniroute_budget_left(ctx) == 0))
+        || !ngx_omniroute_attempts_left(ctx))
     {
         return NGX_DECLINED;
     }

@@ -345,6 +345,7 @@ void ngx_omniroute_plan_restart(ngx_omniroute_ctx_t *ctx);
 ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a);
 ngx_uint_t ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx);
+ngx_uint_t ngx_omniroute_attempts_left(ngx_omniroute_ctx_t *ctx);
 void ngx_omniroute_plan_reset(ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_route_t *route, const char *reason, or_msec_t retry_after,
