@@ -406,7 +406,7 @@ ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
 ngx_int_t ngx_omniroute_attempt_headers(ngx_http_request_t *r,
     ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
 ngx_int_t ngx_omniroute_attempt_credentials(ngx_http_request_t *r,
-    ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
+    ngx_list_t *headers, ngx_omniroute_candidate_t *cand);
 
 /* outcome.c: classify an attempt and record it in the shared state */
 void ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a);
