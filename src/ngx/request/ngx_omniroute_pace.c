@@ -451,7 +451,8 @@ ngx_omniroute_pace_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
  * R-PACE-4, as a request queues: every route paused past the caller's
  * queue time: it is answered now with the queue-timeout code (503
  * SEMAPHORE_TIMEOUT) and Retry-After, instead of after its time ran out.
- * NGX_DECLINED: not so (it waits, counted when for a pause).
+ * NGX_DECLINED: not so (it waits, counted when for a pause); NGX_ABORT:
+ * so, but the client's stream started already (nothing sent).
  */
 
 ngx_int_t
@@ -483,6 +484,11 @@ ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_TIMEOUT);
     ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_TIMEOUT);
+
+    if (ctx->early) {
+        /* the client's stream started: the caller ends it in-band */
+        return NGX_ABORT;
+    }
 
     value.data = ngx_pnalloc(r->pool, NGX_INT64_LEN);
 
