@@ -20,7 +20,9 @@ package WallMock;
 # The session-limit reset (new(usage => ..., claim => ...)):
 #   GET  /api/oauth/usage       usage: avail (a reset offered), used (not
 #                               available, next_available_at in 2 days),
-#                               fail (500)
+#                               fail (500), hang (read, never answer,
+#                               until the peer closes: nothing else is
+#                               served meanwhile)
 #   POST /api/organizations/<org>/reset_rate_limits
 #                               claim: reset, not_limited, already_used,
 #                               not_offered, fail (500); reset and
@@ -62,6 +64,18 @@ sub start {
 
     while (my $c = $srv->accept) {
         my $req = read_request($c) or next;
+
+        if ($req->{path} =~ m{^/api/oauth/usage} && $self->{usage} eq 'hang') {
+            if (open my $fh, '>>', $self->{log}) {
+                print $fh encode_json($req), "\n";
+                close $fh;
+            }
+
+            1 while sysread($c, my $x, 4096);
+            close $c;
+            next;
+        }
+
         my ($status, $hdrs, $body) = $self->answer($req, \$lifted);
 
         if (open my $fh, '>>', $self->{log}) {

@@ -462,7 +462,9 @@ ngx_omniroute_queue_ahead(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
  * before this request: it waits for a slot (ctx->wait, whose handler the
  * caller set) at most the queue wait budget (and what is left of the
  * request budget); a full queue answers 429 at once.  Returns NGX_DONE
- * when queued, else what to finalize the request with.
+ * when queued, NGX_ABORT when not and the client's stream started already
+ * (the caller ends it in-band, the outcome is counted), else what to
+ * finalize the request with.
  */
 
 ngx_int_t
@@ -487,6 +489,10 @@ ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
         ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "omniroute dispatch: queue full");
+
+        if (ctx->early) {
+            return NGX_ABORT;
+        }
 
         return ngx_omniroute_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
                                         "rate_limit_error",
@@ -856,7 +862,7 @@ ngx_omniroute_cooldown_decide(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     l.budget_left_ms = ngx_max(ctx->global.combo_wait_budget_ms
                                - ctx->waited, 0);
     l.request_left_ms = ngx_omniroute_budget_left(ctx);
-    l.attempts = ctx->attempts.nelts;
+    l.attempts = ctx->attempts.nelts - ctx->lane_retries;
     l.max_attempts = (unsigned) ctx->lcf->max_attempts;
 
     rc = or_wait_decide(&l, items, ctx->excluded.nelts, ms, &why);

@@ -125,7 +125,8 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
 #endif
     }
 
-    if (ngx_omniroute_attempt_credentials(r, sr, cand) != NGX_OK
+    if (ngx_omniroute_attempt_credentials(r, &sr->headers_in.headers, cand)
+        != NGX_OK
         || ngx_omniroute_lane_headers(r, sr, cand) != NGX_OK)
     {
         return NGX_ERROR;
@@ -143,8 +144,8 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
 /* the connection's credential and the provider's fixed headers */
 
 ngx_int_t
-ngx_omniroute_attempt_credentials(ngx_http_request_t *r,
-    ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand)
+ngx_omniroute_attempt_credentials(ngx_http_request_t *r, ngx_list_t *headers,
+    ngx_omniroute_candidate_t *cand)
 {
     ngx_uint_t                 i;
     ngx_table_elt_t           *nh;
@@ -154,7 +155,7 @@ ngx_omniroute_attempt_credentials(ngx_http_request_t *r,
     p = cand->provider;
 
     if (p->auth != NGX_OMNIROUTE_AUTH_NONE) {
-        nh = ngx_list_push(&sr->headers_in.headers);
+        nh = ngx_list_push(headers);
         if (nh == NULL) {
             return NGX_ERROR;
         }
@@ -171,7 +172,7 @@ ngx_omniroute_attempt_credentials(ngx_http_request_t *r,
     ph = p->headers.elts;
 
     for (i = 0; i < p->headers.nelts; i++) {
-        nh = ngx_list_push(&sr->headers_in.headers);
+        nh = ngx_list_push(headers);
         if (nh == NULL) {
             return NGX_ERROR;
         }

@@ -49,6 +49,7 @@ static ngx_int_t ngx_omniroute_lane_reset_start(ngx_http_request_t *r,
 static ngx_int_t ngx_omniroute_lane_reset_done(ngx_http_request_t *sr,
     void *data, ngx_int_t rc);
 static void ngx_omniroute_lane_reset_handler(ngx_http_request_t *r);
+static void ngx_omniroute_lane_reset_expired(ngx_event_t *ev);
 static void ngx_omniroute_lane_reset_memo(ngx_http_request_t *r,
     ngx_omniroute_candidate_t *cand, or_reset_result_e result,
     or_msec_t next_at);
@@ -400,13 +401,17 @@ static ngx_int_t
 ngx_omniroute_lane_reset_start(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_uint_t claim)
 {
+    int                         budget;
     u_char                     *p, *d, *last;
     size_t                      len, origin;
+    or_msec_t                   ms;
     ngx_buf_t                  *b;
     ngx_str_t                   body, *url;
+    ngx_list_t                  headers;
     ngx_chain_t                *cl;
     ngx_table_elt_t            *h;
     ngx_http_request_t         *sr;
+    ngx_http_request_body_t    *rb;
     ngx_omniroute_provider_t   *pv;
     ngx_omniroute_candidate_t  *cand;
     ngx_http_post_subrequest_t *ps;
@@ -470,27 +475,19 @@ ngx_omniroute_lane_reset_start(ngx_http_request_t *r,
     ps->handler = ngx_omniroute_lane_reset_done;
     ps->data = ctx;
 
-    ctx->current = NULL;
-    ctx->lane_claim = claim;
-    ctx->lane_sr = NULL;
-
-    if (ngx_http_subrequest(r, &ctx->lcf->pass_uri, NULL, &sr, ps,
-                            NGX_HTTP_SUBREQUEST_IN_MEMORY)
-        != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
-    ctx->lane_sr = sr;
-    r->write_event_handler = ngx_omniroute_lane_reset_handler;
+    /*
+     * Everything the subrequest gets is made before it exists: once
+     * posted, it would run with what it has, the client's headers
+     * included.
+     */
 
     /* a body of its own: the client's is not sent */
 
     body.len = claim ? program.len : 0;
     body.data = program.data;
 
-    sr->request_body = ngx_pcalloc(r->pool, sizeof(ngx_http_request_body_t));
-    if (sr->request_body == NULL) {
+    rb = ngx_pcalloc(r->pool, sizeof(ngx_http_request_body_t));
+    if (rb == NULL) {
         return NGX_ERROR;
     }
 
@@ -509,35 +506,23 @@ ngx_omniroute_lane_reset_start(ngx_http_request_t *r,
 
         cl->buf = b;
         cl->next = NULL;
-        sr->request_body->bufs = cl;
-    }
-
-    sr->headers_in.content_length_n = body.len;
-
-    if (claim) {
-        sr->method = NGX_HTTP_POST;
-        ngx_str_set(&sr->method_name, "POST");
-
-    } else {
-        sr->method = NGX_HTTP_GET;
-        ngx_str_set(&sr->method_name, "GET");
+        rb->bufs = cl;
     }
 
     /* the connection's credential and the provider's fixed headers only */
 
-    if (ngx_list_init(&sr->headers_in.headers, r->pool, 8,
-                      sizeof(ngx_table_elt_t))
+    if (ngx_list_init(&headers, r->pool, 8, sizeof(ngx_table_elt_t))
         != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    if (ngx_omniroute_attempt_credentials(r, sr, cand) != NGX_OK) {
+    if (ngx_omniroute_attempt_credentials(r, &headers, cand) != NGX_OK) {
         return NGX_ERROR;
     }
 
     if (claim) {
-        h = ngx_list_push(&sr->headers_in.headers);
+        h = ngx_list_push(&headers);
         if (h == NULL) {
             return NGX_ERROR;
         }
@@ -550,6 +535,54 @@ ngx_omniroute_lane_reset_start(ngx_http_request_t *r,
 #endif
         h->value = json;
     }
+
+    ctx->current = NULL;
+    ctx->lane_claim = claim;
+    ctx->lane_sr = NULL;
+
+    if (ngx_http_subrequest(r, &ctx->lcf->pass_uri, NULL, &sr, ps,
+                            NGX_HTTP_SUBREQUEST_IN_MEMORY)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    /* from here on nothing fails */
+
+    ctx->lane_sr = sr;
+    r->write_event_handler = ngx_omniroute_lane_reset_handler;
+
+    sr->request_body = rb;
+    sr->headers_in.headers = headers;
+    sr->headers_in.content_length_n = body.len;
+
+    /* the client's, found in its list by the header parser */
+    sr->headers_in.content_length = NULL;
+    sr->headers_in.content_type = NULL;
+    sr->headers_in.chunked = 0;
+    sr->headers_in.authorization = NULL;
+
+    if (claim) {
+        sr->method = NGX_HTTP_POST;
+        ngx_str_set(&sr->method_name, "POST");
+
+    } else {
+        sr->method = NGX_HTTP_GET;
+        ngx_str_set(&sr->method_name, "GET");
+    }
+
+    /* R-LANE-7: bounded as an attempt is (the request budget included) */
+
+    ms = or_wait_attempt_limit(ctx->global.execution_max_wait_ms,
+                               ngx_omniroute_budget_left(ctx), &budget);
+
+    ctx->exec.handler = ngx_omniroute_lane_reset_expired;
+
+    if (ctx->exec.timer_set) {
+        ngx_del_timer(&ctx->exec);
+    }
+
+    ngx_add_timer(&ctx->exec, (ngx_msec_t) ngx_max(ms, 1));
 
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                   "omniroute: connection \"%V\" hit the usage-limit wall, "
@@ -570,6 +603,10 @@ ngx_omniroute_lane_reset_done(ngx_http_request_t *sr, void *data,
         return rc;
     }
 
+    if (ctx->exec.timer_set) {
+        ngx_del_timer(&ctx->exec);
+    }
+
     /* no answer (connect error, timeout): 0 */
     ctx->lane_status = (rc == NGX_ERROR || rc >= NGX_HTTP_SPECIAL_RESPONSE)
                        ? 0 : sr->headers_out.status;
@@ -584,6 +621,49 @@ ngx_omniroute_lane_reset_done(ngx_http_request_t *sr, void *data,
     ctx->lane_done = 1;
 
     return NGX_OK;
+}
+
+
+/*
+ * R-LANE-7: the probe or claim is out of time (execution_max_wait_ms, the
+ * request budget): its upstream is timed out as an attempt's is, the
+ * post-subrequest handler sees no answer, and the reset counts as failed
+ * (its backoff); the request goes on as after any failed reset.
+ */
+
+static void
+ngx_omniroute_lane_reset_expired(ngx_event_t *ev)
+{
+    ngx_connection_t     *pc;
+    ngx_http_request_t   *r, *sr;
+    ngx_http_upstream_t  *u;
+    ngx_omniroute_ctx_t  *ctx;
+
+    r = ev->data;
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+    sr = ctx->lane_sr;
+
+    if (sr == NULL || ctx->lane_done) {
+        return;
+    }
+
+    u = sr->upstream;
+
+    if (u == NULL || u->peer.connection == NULL) {
+        /* not connected yet (resolving): a little later */
+        ngx_add_timer(ev, 100);
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                  "omniroute: session-limit reset of connection \"%V\": "
+                  "the %s got no answer in time",
+                  &ctx->lane_cand->conn->id,
+                  ctx->lane_claim ? "claim" : "usage probe");
+
+    pc = u->peer.connection;
+    pc->read->timedout = 1;
+    pc->read->handler(pc->read);
 }
 
 

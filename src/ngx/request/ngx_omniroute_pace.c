@@ -451,14 +451,17 @@ ngx_omniroute_pace_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
  * R-PACE-4, as a request queues: every route paused past the caller's
  * queue time: it is answered now with the queue-timeout code (503
  * SEMAPHORE_TIMEOUT) and Retry-After, instead of after its time ran out.
- * NGX_DECLINED: not so (it waits, counted when for a pause).
+ * NGX_DECLINED: not so (it waits, counted when for a pause); NGX_ABORT:
+ * so, but the client's stream started already (nothing sent).
  */
 
 ngx_int_t
 ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
-    or_msec_t         until, now;
-    ngx_table_elt_t  *h;
+    or_msec_t   until, now;
+    ngx_str_t   value;
+
+    static ngx_str_t  name = ngx_string("Retry-After");
 
     until = ngx_omniroute_pace_until(r, ctx);
 
@@ -482,20 +485,20 @@ ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_TIMEOUT);
     ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_TIMEOUT);
 
-    h = ngx_list_push(&r->headers_out.headers);
-    if (h) {
-        h->hash = 1;
-        ngx_str_set(&h->key, "Retry-After");
-        h->value.data = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+    if (ctx->early) {
+        /* the client's stream started: the caller ends it in-band */
+        return NGX_ABORT;
+    }
 
-        if (h->value.data == NULL) {
-            h->hash = 0;
+    value.data = ngx_pnalloc(r->pool, NGX_INT64_LEN);
 
-        } else {
-            h->value.len = ngx_sprintf(h->value.data, "%L",
-                                       (int64_t) ((until - now + 999) / 1000))
-                           - h->value.data;
-        }
+    if (value.data) {
+        value.len = ngx_sprintf(value.data, "%L",
+                                (int64_t) ((until - now + 999) / 1000))
+                    - value.data;
+
+        /* without it on an allocation failure: the answer still goes */
+        (void) ngx_omniroute_add_header(r, &name, &value);
     }
 
     return ngx_omniroute_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,

@@ -573,10 +573,22 @@ ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
 ngx_uint_t
 ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx)
 {
+    return ngx_omniroute_attempts_left(ctx)
+           && ngx_omniroute_plan_peek(ctx) == NGX_OK;
+}
+
+
+/*
+ * the attempt limit (the usage-limit lane's retries not counted) and the
+ * request budget allow another attempt, whichever candidate it would be
+ */
+
+ngx_uint_t
+ngx_omniroute_attempts_left(ngx_omniroute_ctx_t *ctx)
+{
     return ctx->attempts.nelts - ctx->lane_retries
            < (ngx_uint_t) ctx->lcf->max_attempts
-           && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0)
-           && ngx_omniroute_plan_peek(ctx) == NGX_OK;
+           && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0);
 }
 
 
@@ -604,14 +616,15 @@ ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
 /*
  * R-EMERG-1: the emergency target, once every other candidate of the
  * request failed or was excluded (never because the others are busy: a
- * request at the caps queues).  NGX_OK: it is the next candidate.
+ * request at the caps queues).  NGX_OK: it is the next candidate.  No
+ * side effect beyond planning: nothing is counted or logged here.
  */
 
 static ngx_int_t
 ngx_omniroute_plan_emergency(ngx_omniroute_ctx_t *ctx)
 {
     ngx_int_t                   rc;
-    ngx_uint_t                  i;
+    ngx_uint_t                  i, n;
     ngx_omniroute_route_t      *e;
     ngx_omniroute_main_conf_t  *omcf;
 
@@ -651,18 +664,26 @@ ngx_omniroute_plan_emergency(ngx_omniroute_ctx_t *ctx)
         return NGX_DECLINED;
     }
 
+    n = ctx->candidates.nelts;
+
     rc = ngx_omniroute_plan_check(ctx, e);
 
     if (rc != NGX_OK) {
         return rc;
     }
 
-    ngx_omniroute_pace_count(ctx->request, NGX_OMNIROUTE_PACE_EMERGENCY);
+    if (ctx->candidates.nelts == n) {
+        /* excluded by the shared state: listed for the diagnostics */
+        return NGX_DECLINED;
+    }
 
-    ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
-                  "omniroute: every candidate of \"%V\" failed or was "
-                  "excluded: emergency fallback \"%V/%V\"", &ctx->model,
-                  &e->conn->id, &e->target->model);
+    /*
+     * Only planned: the check of whether another attempt is possible
+     * (plan_peek) comes here while the first attempt still runs; the use
+     * is counted and logged when its attempt starts (request.c).
+     */
+
+    ((ngx_omniroute_candidate_t **) ctx->candidates.elts)[n]->emergency = 1;
 
     return NGX_OK;
 }

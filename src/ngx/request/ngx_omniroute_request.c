@@ -38,6 +38,8 @@ static void ngx_omniroute_nothing_now(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_retry_later(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_early_fail(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 static ngx_int_t ngx_omniroute_timed_out(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 static void ngx_omniroute_queue_retry(ngx_event_t *ev);
@@ -204,6 +206,10 @@ ngx_omniroute_dispatch(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
             return;
         }
 
+        if (rc == NGX_ABORT) {
+            rc = ngx_omniroute_early_fail(r, ctx, NULL);
+        }
+
         ngx_http_finalize_request(r, rc);
         return;
     }
@@ -245,6 +251,15 @@ ngx_omniroute_nothing_now(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     ctx->current = NULL;
+
+    if (ctx->early) {
+        /* the client's stream started already: an in-band error event */
+        ngx_omniroute_count(r, ctx->last_held
+                               ? NGX_OMNIROUTE_OUT_PROVIDER_ERROR
+                               : NGX_OMNIROUTE_OUT_UNREACHABLE);
+        ngx_http_finalize_request(r, ngx_omniroute_early_fail(r, ctx, NULL));
+        return;
+    }
 
     if (ctx->last_held) {
         /* attempts were made (before a wait): the latest provider error */
@@ -448,14 +463,19 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ngx_atomic_t               *counters[2];
     ngx_http_request_t         *sr;
     ngx_omniroute_attempt_t    *a;
+    ngx_uint_t                  lane;
     ngx_omniroute_candidate_t  *cand;
 
     for ( ;; ) {
-        /* the usage-limit lane retries the same connection (R-LANE-2) */
-        if (ctx->again) {
+        /*
+         * the usage-limit lane retries the same connection (R-LANE-2);
+         * not counted against omniroute_max_attempts once it has its slot
+         */
+        lane = (ctx->again != NULL);
+
+        if (lane) {
             cand = ctx->again;
             ctx->again = NULL;
-            ctx->lane_retries++;
 
         } else {
             cand = ngx_omniroute_plan_next(ctx);
@@ -497,6 +517,7 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         }
 
         if (ngx_omniroute_acquire_slot(r, ctx, cand, counters) == NGX_OK) {
+            ctx->lane_retries += lane;
             break;
         }
 
@@ -532,6 +553,18 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                    "omniroute: attempt %ui on \"%V\" (model \"%V\")",
                    ctx->attempts.nelts, &cand->conn->id,
                    &cand->target->model);
+
+    if (cand->emergency && !ctx->emergency_used) {
+        /* R-EMERG-1: used, once per request */
+        ctx->emergency_used = 1;
+
+        ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_EMERGENCY);
+
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "omniroute: every candidate of \"%V\" failed or was "
+                      "excluded: emergency fallback \"%V/%V\"", &ctx->model,
+                      &cand->conn->id, &cand->target->model);
+    }
 
     ctx->ps.handler = ngx_omniroute_attempt_done;
     ctx->ps.data = ctx;
@@ -919,9 +952,7 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
         return;
     }
 
-    if (a->paced
-        && ctx->attempts.nelts < (ngx_uint_t) ctx->lcf->max_attempts
-        && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0))
+    if (a->paced && ngx_omniroute_attempts_left(ctx))
     {
         /* R-PACE-2: not a fall-over: it waits for the pause, in order */
         ctx->current = NULL;
@@ -929,6 +960,10 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
         ctx->wait.handler = ngx_omniroute_queue_retry;
 
         rc = ngx_omniroute_queue_enter(r, ctx);
+
+        if (rc == NGX_ABORT) {
+            rc = ngx_omniroute_early_fail(r, ctx, a);
+        }
 
         if (rc != NGX_DONE) {
             ngx_http_finalize_request(r, rc);
@@ -1034,12 +1069,46 @@ ngx_omniroute_timed_out(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_UNREACHABLE);
 
-    rc = a->limit ? ngx_omniroute_send_cut(r, ctx, a)
-                : ngx_omniroute_send_transport_error(r, ctx, a);
+    if (ctx->early) {
+        rc = ngx_omniroute_early_fail(r, ctx, a);
+
+    } else {
+        rc = a->limit ? ngx_omniroute_send_cut(r, ctx, a)
+                    : ngx_omniroute_send_transport_error(r, ctx, a);
+    }
 
     ngx_http_finalize_request(r, rc);
 
     return NGX_OK;
+}
+
+
+/*
+ * The client's 200 header and keep-alives went out before any content
+ * (docs/streams.md): whatever ends the request now ends its stream with
+ * an in-band error event, of a (else the latest held error, else the
+ * latest attempt), never with a second header.
+ */
+
+static ngx_int_t
+ngx_omniroute_early_fail(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a)
+{
+    if (a == NULL) {
+        a = ctx->last_held;
+    }
+
+    if (a == NULL && ctx->attempts.nelts) {
+        a = (ngx_omniroute_attempt_t *) ctx->attempts.elts
+            + ctx->attempts.nelts - 1;
+    }
+
+    if (a == NULL) {
+        /* cannot be: the early header goes out during an attempt */
+        return NGX_ERROR;
+    }
+
+    return ngx_omniroute_stream_fail(r, ctx, a);
 }
 
 
@@ -1062,8 +1131,7 @@ ngx_omniroute_retry_later(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     if (ctx->entry == NULL || !ctx->entry->combo || !ctx->entry->wait
         || !ctx->global.combo_wait
-        || ctx->attempts.nelts >= (ngx_uint_t) ctx->lcf->max_attempts
-        || (ctx->deadline && ngx_omniroute_budget_left(ctx) == 0))
+        || !ngx_omniroute_attempts_left(ctx))
     {
         return NGX_DECLINED;
     }
@@ -1192,6 +1260,13 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
 
     case NGX_BUSY:
         ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_TIMEOUT);
+
+        if (ctx->early) {
+            ngx_http_finalize_request(r,
+                                      ngx_omniroute_early_fail(r, ctx, NULL));
+            break;
+        }
+
         ngx_http_finalize_request(r,
             ngx_omniroute_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
                                      "rate_limit_error", "SEMAPHORE_TIMEOUT",

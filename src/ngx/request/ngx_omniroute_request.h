@@ -67,6 +67,8 @@ typedef struct {
     unsigned                      has_conn:1;       /* planning: only */
     unsigned                      has_lockout:1;    /* these are touched */
     unsigned                      has_rejected:1;   /* on success */
+    unsigned                      emergency:1;  /* the emergency target
+                                                   (R-EMERG-1) */
 } ngx_omniroute_candidate_t;
 
 
@@ -223,6 +225,8 @@ struct ngx_omniroute_ctx_s {
     unsigned                      waiting:1;    /* out a cooldown */
     unsigned                      emergency:1;  /* the emergency target
                                                    was planned (R-EMERG-1) */
+    unsigned                      emergency_used:1; /* ... and got an
+                                                       attempt: counted */
     unsigned                      background:1; /* "background": true
                                                    removed (Responses) */
     const char                   *error_code;   /* client error to answer */
@@ -341,6 +345,7 @@ void ngx_omniroute_plan_restart(ngx_omniroute_ctx_t *ctx);
 ngx_uint_t ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a);
 ngx_uint_t ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx);
+ngx_uint_t ngx_omniroute_attempts_left(ngx_omniroute_ctx_t *ctx);
 void ngx_omniroute_plan_reset(ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_route_t *route, const char *reason, or_msec_t retry_after,
@@ -401,7 +406,7 @@ ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
 ngx_int_t ngx_omniroute_attempt_headers(ngx_http_request_t *r,
     ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
 ngx_int_t ngx_omniroute_attempt_credentials(ngx_http_request_t *r,
-    ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
+    ngx_list_t *headers, ngx_omniroute_candidate_t *cand);
 
 /* outcome.c: classify an attempt and record it in the shared state */
 void ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a);

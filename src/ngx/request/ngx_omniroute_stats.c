@@ -175,6 +175,19 @@ ngx_omniroute_pair(ngx_http_request_t *r, ngx_omniroute_mzone_t *mz,
         return NULL;
     }
 
+    if (a->cand->emergency) {
+        /* not a route of the model: a pair of its own (R-EMERG-1) */
+
+        if (mz->emergency_pair == NULL) {
+            return NULL;
+        }
+
+        m = ngx_omniroute_model_slot(r, mz, ctx);
+
+        return (m < mz->nmodels) ? &mz->sh->pairs[mz->emergency_pair[m]]
+                                 : NULL;
+    }
+
     if (ctx->entry) {
         m = ctx->entry - (ngx_omniroute_model_t *) omcf->models.elts;
         ri = a->cand->route - ctx->routes;

@@ -205,7 +205,8 @@ ngx_omniroute_mzone_add(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
 /*
  * The (model, connection) pairs: one per connection serving a declared
  * model (its routes deduplicated), then one per connection for the
- * "provider/ *" slot of its provider.
+ * "provider/ *" slot of its provider, then, with an emergency target, one
+ * per model slot for its connection.
  */
 
 static ngx_int_t
@@ -228,6 +229,10 @@ ngx_omniroute_mzone_pairs(ngx_conf_t *cf, ngx_omniroute_mzone_t *mz,
 
     n = routes + mz->nconns + 1;
 
+    if (omcf->emergency) {
+        n += mz->nmodels;
+    }
+
     mz->route_base = ngx_palloc(cf->pool,
                                 (mz->ndeclared + 1) * sizeof(ngx_uint_t));
     mz->route_pair = ngx_palloc(cf->pool, (routes + 1) * sizeof(ngx_uint_t));
@@ -236,6 +241,14 @@ ngx_omniroute_mzone_pairs(ngx_conf_t *cf, ngx_omniroute_mzone_t *mz,
     mz->pair_model = ngx_palloc(cf->pool, n * sizeof(ngx_uint_t));
     mz->pair_conn = ngx_palloc(cf->pool, n * sizeof(ngx_uint_t));
     mz->pair_keys = ngx_palloc(cf->pool, n * sizeof(uint64_t));
+
+    if (omcf->emergency) {
+        mz->emergency_pair = ngx_palloc(cf->pool,
+                                        mz->nmodels * sizeof(ngx_uint_t));
+        if (mz->emergency_pair == NULL) {
+            return NGX_ERROR;
+        }
+    }
 
     if (mz->route_base == NULL || mz->route_pair == NULL
         || mz->direct_pair == NULL || mz->pair_model == NULL
@@ -281,6 +294,47 @@ ngx_omniroute_mzone_pairs(ngx_conf_t *cf, ngx_omniroute_mzone_t *mz,
         mz->pair_keys[n] = ngx_omniroute_mzone_key("r", &mz->model_names[k],
                                                    &c[ci].id);
         mz->direct_pair[ci] = n++;
+    }
+
+    if (omcf->emergency == NULL) {
+        mz->npairs = n;
+        return NGX_OK;
+    }
+
+    /*
+     * R-EMERG-1: the emergency target serves any model: one pair per
+     * model slot with its connection (the route's pair when the model has
+     * one on that connection already)
+     */
+
+    ci = omcf->emergency->conn - c;
+
+    for (k = 0; k < mz->nmodels; k++) {
+        mz->emergency_pair[k] = NGX_CONF_UNSET_UINT;
+
+        if (k < mz->ndeclared) {
+            first = mz->route_base[k];
+
+            for (j = 0; j < m[k].routes.nelts; j++) {
+                if (mz->pair_conn[mz->route_pair[first + j]] == ci) {
+                    mz->emergency_pair[k] = mz->route_pair[first + j];
+                    break;
+                }
+            }
+
+        } else if (k == ngx_omniroute_mzone_direct(mz, c[ci].provider)) {
+            mz->emergency_pair[k] = mz->direct_pair[ci];
+        }
+
+        if (mz->emergency_pair[k] != NGX_CONF_UNSET_UINT) {
+            continue;
+        }
+
+        mz->pair_model[n] = k;
+        mz->pair_conn[n] = ci;
+        mz->pair_keys[n] = ngx_omniroute_mzone_key("r", &mz->model_names[k],
+                                                   &c[ci].id);
+        mz->emergency_pair[k] = n++;
     }
 
     mz->npairs = n;

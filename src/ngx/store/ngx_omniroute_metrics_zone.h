@@ -130,6 +130,9 @@ struct ngx_omniroute_mzone_s {
                                                    route_pair */
     ngx_uint_t                   *route_pair;   /* pair of each route */
     ngx_uint_t                   *direct_pair;  /* per connection */
+    ngx_uint_t                   *emergency_pair;   /* per model slot: of
+                                                       the emergency target,
+                                                       or NULL */
     ngx_uint_t                   *pair_model;   /* per pair: model slot */
     ngx_uint_t                   *pair_conn;    /* per pair: connection */
     uint64_t                     *cost4;        /* per connection, x 10^4 */
