@@ -250,7 +250,8 @@ sub restart {
 sub stop {
     my ($self) = @_;
     $self->stop_nginx;
-    $_->stop for @{$self->{mocks}};
+    # at global destruction a mock may be gone before this object
+    $_->stop for grep { defined } @{$self->{mocks} || []};
     $self->{mocks} = [];
 }
 

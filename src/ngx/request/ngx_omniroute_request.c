@@ -580,11 +580,18 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     sr->method = r->method;
     sr->method_name = r->method_name;
 
-    if (ngx_omniroute_attempt_body(r, ctx, sr, a) != NGX_OK) {
-        return NGX_ERROR;
-    }
+    if (ngx_omniroute_attempt_body(r, ctx, sr, a) != NGX_OK
+        || ngx_omniroute_attempt_headers(r, sr, cand) != NGX_OK)
+    {
+        /*
+         * The subrequest is posted already: whatever becomes of it, none
+         * of the client's headers (its gateway key) goes upstream.
+         */
 
-    if (ngx_omniroute_attempt_headers(r, sr, cand) != NGX_OK) {
+        sr->headers_in.headers.part.nelts = 0;
+        sr->headers_in.headers.part.next = NULL;
+        sr->headers_in.headers.last = &sr->headers_in.headers.part;
+
         return NGX_ERROR;
     }
 
