@@ -3,7 +3,7 @@ package WallMock;
 # A mock of Anthropic's OAuth usage-limit wall (R-LANE, t/36-*): one
 # process serving one connection at a time (Connection: close), so that it
 # keeps state; each request is logged as a JSON line (method, path,
-# lowercased headers).
+# lowercased headers, arrival time).
 #
 # The behaviour of /m/<k=v,...>/... requests (the provider URL carries it):
 #   reset=S      anthropic-ratelimit-unified-reset: now + S (may be < 0)
@@ -14,6 +14,9 @@ package WallMock;
 #                X (slot_busy, weekly_limit, budget_exhausted, off,
 #                ineligible, extra_usage: ineligible + overage-in-use)
 #   retry=S, maxwait=S   slow-retry-after, slow-max-wait of a slot_busy
+#                or a 529
+#   times=N      the slow= answer for the first N slow requests of the
+#                path only, then ok (200)
 # A request without the slow header gets the wall (429, status rejected),
 # unless the limit was reset (below): 200.
 #
@@ -61,9 +64,11 @@ sub start {
     }
 
     my $lifted = 0;
+    $self->{served} = {};
 
     while (my $c = $srv->accept) {
         my $req = read_request($c) or next;
+        $req->{time} = Time::HiRes::time();
 
         if ($req->{path} =~ m{^/api/oauth/usage} && $self->{usage} eq 'hang') {
             if (open my $fh, '>>', $self->{log}) {
@@ -177,9 +182,19 @@ sub answer {
         return (429, \@h, $err);
     }
 
-    return (200, [["${pre}slow-status", 'active']], $ok) if $o{slow} eq 'ok';
-    return (529, [], '{"type":"error","error":{"type":"overloaded_error",'
-                     . '"message":"Overloaded"}}') if $o{slow} eq '529';
+    my $slow_ok = [["${pre}slow-status", 'active']];
+
+    return (200, $slow_ok, $ok) if $o{slow} eq 'ok';
+    return (200, $slow_ok, $ok)
+        if defined $o{times} && $self->{served}{$p}++ >= $o{times};
+
+    if ($o{slow} eq '529') {
+        my @h;
+        push @h, ["${pre}slow-retry-after", $o{retry}] if defined $o{retry};
+        push @h, ["${pre}slow-max-wait", $o{maxwait}] if defined $o{maxwait};
+        return (529, \@h, '{"type":"error","error":{"type":'
+                          . '"overloaded_error","message":"Overloaded"}}');
+    }
 
     my @h = (["${pre}status", 'rejected'], ["${pre}reset", $at]);
 
