@@ -5,7 +5,8 @@
 # t/lib/WallMock.pm) is a record of table "lane": node B's next request to
 # that connection carries "anthropic-usage-limit: slow" from its first
 # attempt and B's admin API shows the lane; an end state met on node B
-# (weekly_limit) ends the lane on A, where the connection cools down.
+# (weekly_limit) ends the lane on A, where the connection cools down; the
+# session-limit reset's memo made on A spares B a probe.
 # Forged lane records written into Redis (published, and SET for the full
 # loads) are rejected and counted by both nodes, logged without their
 # bytes, and lose nothing: the lane goes on, Redis gets the nodes' copy
@@ -37,7 +38,12 @@ my $wall = WallMock->new(port => $na->port('mock_wall'),
                          log => $na->dir . '/wall.log');
 $wall->start;
 
+my $used = WallMock->new(port => $na->port('mock_used'),
+                         log => $na->dir . '/used.log', usage => 'used');
+$used->start;
+
 $nb->{ports}{mock_wall} = $na->port('mock_wall');
+$nb->{ports}{mock_used} = $na->port('mock_used');
 
 for my $n ($na, $nb) {
     my $name = $n == $na ? 'node-a' : 'node-b';
@@ -62,6 +68,13 @@ for my $n ($na, $nb) {
     omniroute_connection l1 provider=p1 key_file=%%TESTDIR%%/key usage_lane=on;
     omniroute_connection l2 provider=p2 key_file=%%TESTDIR%%/key usage_lane=on;
     omniroute_connection l3 provider=p3 key_file=%%TESTDIR%%/key usage_lane=on;
+
+    # the session-limit reset alone, no reset available (R-LANE-7)
+    omniroute_provider p4 url=http://127.0.0.1:%%PORT_mock_used%%/m/reset=3600/v1
+                       kind=oauth auth=x-api-key;
+    omniroute_connection l4 provider=p4 key_file=%%TESTDIR%%/key
+                         limit_reset=on org=0a1b2c3d-0000-4000-8000-aabbcc
+                         disable_cooling=on;
 
     omniroute_api_token env=OMNI_TEST_API_TOKEN;
 
@@ -226,6 +239,9 @@ is($lb->{entries}, 1, 'B: one entry (A\'s)');
 ok(abs($lb->{until} / 1000 - (time + 3600 + 60)) < 5,
    'B: until the announced reset + 60 s');
 is(conn_of($nb, 'l1')->{status}, 'active', 'B: l1 is not cooling down');
+my $pttl = $redis->cmd('PTTL', 't39:lane:l1') // -1;
+ok(abs($pttl / 1000 - (3660 + 3600 + 3600)) < 10,
+   "R-CLUSTER-3 the key lasts the lane + 1 h + retention ($pttl ms)");
 
 # B's request carries the slow header from its first attempt: no wall
 
@@ -268,6 +284,30 @@ $wall->clear;
 $r = ask($na, 'p2/claude');
 isnt($r->{status}, 200, 'A: l2 not served (' . $r->{status} . ')');
 is(scalar @{$wall->requests}, 0, 'A: no attempt on l2, no slow header sent');
+
+# R-LANE-7: the reset memo is shared: the probe made on A is not made
+# again on B before next_available_at
+
+$r = ask($na, 'p4/claude');
+is($r->{status}, 429, 'A: l4\'s wall, no reset available: the 429');
+is_deeply([map { "$_->{method} $_->{path}" } @{$used->requests}],
+          ['POST /m/reset=3600/v1/messages',
+           'GET /api/oauth/usage?at_wall=1&skip_spend=1'],
+          'A: the wall, then the usage probe');
+
+$ms = wait_for(sub { ((lane_of($nb, 'l4')->{reset} // {})->{result} // '')
+                     eq 'unavailable' });
+ok(defined $ms && $ms < 100, 'B: the memo arrives within 100 ms'
+   . within($ms));
+ok(abs(lane_of($nb, 'l4')->{reset}{next_at} / 1000 - (time + 2 * 86400)) < 5,
+   'B: memoised until next_available_at');
+
+$used->clear;
+$r = ask($nb, 'p4/claude');
+is($r->{status}, 429, 'B: l4\'s wall: the 429');
+is_deeply([map { "$_->{method} $_->{path}" } @{$used->requests}],
+          ['POST /m/reset=3600/v1/messages'],
+          'B: no second probe (A\'s memo)');
 
 ###########################################################################
 # forged lane records in Redis
@@ -353,6 +393,7 @@ unlike(join('', map { $redis->cmd('GET', $_) // '' } $redis->keys('t39:*')),
        qr/sk-ant-oat01-secret/, 'nor sent to Redis');
 
 $wall->stop;
+$used->stop;
 $nb->done;
 $na->done;
 $redis->stop;
