@@ -118,7 +118,8 @@ typedef struct {
     or_msec_t         budget_left_ms;   /* of the waits' budget */
     or_msec_t         request_left_ms;  /* of the request budget;
                                            OR_MSEC_NONE: no budget */
-    unsigned          attempts;         /* made so far */
+    unsigned          attempts;         /* made so far (the usage-limit
+                                           lane's retries not counted) */
     unsigned          max_attempts;
 } or_wait_limits_t;
 
