@@ -18,8 +18,11 @@ static ngx_str_t  ngx_omniroute_json_type = ngx_string("application/json");
 
 /*
  * The request body as one contiguous string (memory and temp file parts);
- * NGX_DECLINED when it is longer than max (0: no limit).  A body in one
- * memory buffer is not copied.
+ * NGX_DECLINED when it is longer than max (0: no limit).  A body in memory
+ * is not copied: nginx reads it into one buffer (its parts are runs of it,
+ * one after the other), after the part read with the headers, which is
+ * moved in front of them when the buffer has room for it
+ * (request_body_in_single_buf).
  */
 
 ngx_int_t
@@ -27,9 +30,10 @@ ngx_omniroute_body_text(ngx_http_request_t *r, off_t max, ngx_str_t *body)
 {
     u_char       *p;
     off_t         len;
-    ssize_t       n;
-    ngx_buf_t    *b;
-    ngx_chain_t  *cl;
+    size_t        n;
+    ssize_t       got;
+    ngx_buf_t    *b, *f, *g, *l;
+    ngx_chain_t  *cl, *rest;
 
     ngx_str_null(body);
 
@@ -52,38 +56,78 @@ ngx_omniroute_body_text(ngx_http_request_t *r, off_t max, ngx_str_t *body)
         return NGX_OK;
     }
 
-    cl = r->request_body->bufs;
-
-    if (cl->next == NULL && !cl->buf->in_file) {
-        body->data = cl->buf->pos;
-        body->len = (size_t) len;
-        return NGX_OK;
-    }
-
     /*
-     * The usual shape of a body read into memory: the part read with the
-     * headers, then the rest in a buffer nginx sized with room for that
-     * part (request_body_in_single_buf).  The rest moves up and the first
-     * part goes in front, in place: no second copy of a large body.
+     * f: the first part with bytes; g .. l: the parts after it, if they
+     * are one run of memory (each starts where the one before ends)
      */
 
-    if (cl->next->next == NULL && !cl->buf->in_file && !cl->next->buf->in_file
-        && cl->next->buf->end - cl->next->buf->last
-           >= cl->buf->last - cl->buf->pos)
-    {
-        b = cl->next->buf;
-        n = cl->buf->last - cl->buf->pos;
+    f = NULL;
+    g = NULL;
+    l = NULL;
+    rest = NULL;
 
-        ngx_memmove(b->pos + n, b->pos, b->last - b->pos);
-        ngx_memcpy(b->pos, cl->buf->pos, n);
+    for (cl = r->request_body->bufs; cl; cl = cl->next) {
+        b = cl->buf;
 
-        b->last += n;
-        cl->buf->pos = cl->buf->last;
+        if (b->in_file) {
+            goto copy;
+        }
 
-        body->data = b->pos;
+        if (b->last == b->pos) {
+            continue;
+        }
+
+        if (f == NULL) {
+            f = b;
+            continue;
+        }
+
+        if (g == NULL) {
+            g = b;
+            rest = cl;
+
+        } else if (b->pos != l->last) {
+            goto copy;
+        }
+
+        l = b;
+    }
+
+    if (g == NULL) {
+        body->data = f->pos;
         body->len = (size_t) len;
         return NGX_OK;
     }
+
+    if (f->last == g->pos) {
+        /* all of it one run already */
+        body->data = f->pos;
+        body->len = (size_t) len;
+        return NGX_OK;
+    }
+
+    n = f->last - f->pos;
+
+    if ((size_t) (l->end - l->last) >= n) {
+        /* the run moves up and the first part goes in front */
+
+        ngx_memmove(g->pos + n, g->pos, l->last - g->pos);
+        ngx_memcpy(g->pos, f->pos, n);
+
+        g->last = l->last + n;
+        g->end = ngx_max(g->end, l->end);
+        f->pos = f->last;
+
+        for (cl = rest->next; cl; cl = cl->next) {
+            cl->buf->pos = cl->buf->last;
+        }
+
+        body->data = g->pos;
+        body->len = (size_t) len;
+        return NGX_OK;
+    }
+
+copy:
 
     p = ngx_pnalloc(r->pool, (size_t) len);
     if (p == NULL) {
@@ -92,7 +136,7 @@ ngx_omniroute_body_text(ngx_http_request_t *r, off_t max, ngx_str_t *body)
 
     body->data = p;
 
-    for ( /* void */ ; cl; cl = cl->next) {
+    for (cl = r->request_body->bufs; cl; cl = cl->next) {
         b = cl->buf;
 
         if (!b->in_file) {
@@ -100,13 +144,13 @@ ngx_omniroute_body_text(ngx_http_request_t *r, off_t max, ngx_str_t *body)
             continue;
         }
 
-        n = ngx_read_file(b->file, p, (size_t) (b->file_last - b->file_pos),
-                          b->file_pos);
-        if (n != (ssize_t) (b->file_last - b->file_pos)) {
+        got = ngx_read_file(b->file, p, (size_t) (b->file_last - b->file_pos),
+                            b->file_pos);
+        if (got != (ssize_t) (b->file_last - b->file_pos)) {
             return NGX_ERROR;
         }
 
-        p += n;
+        p += got;
     }
 
     body->len = p - body->data;
