@@ -140,6 +140,8 @@ typedef struct {
                                                    wait (R-CONC-3) */
     ngx_array_t                   targets;      /* ngx_omniroute_target_t */
     ngx_array_t                   routes;       /* ngx_omniroute_route_t */
+    ngx_uint_t                    capped;       /* a route has a
+                                                   concurrency cap */
     ngx_str_t                     file;         /* where it is declared */
     ngx_uint_t                    line;
 } ngx_omniroute_model_t;
@@ -250,6 +252,8 @@ ngx_int_t ngx_omniroute_check_conf(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_json_server(ngx_conf_t *cf);
 void ngx_omniroute_conf_error(ngx_conf_t *cf, ngx_str_t *file,
     ngx_uint_t line, const char *fmt, ...);
+ngx_uint_t ngx_omniroute_routes_capped(ngx_omniroute_route_t *routes,
+    ngx_uint_t n);
 ngx_int_t ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
     ngx_omniroute_main_conf_t *omcf, ngx_omniroute_target_t *t);
 ngx_omniroute_model_t *ngx_omniroute_model_lookup(

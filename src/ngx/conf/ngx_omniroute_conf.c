@@ -1624,6 +1624,9 @@ ngx_omniroute_init_routes(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
             }
         }
 
+        m[i].capped = ngx_omniroute_routes_capped(m[i].routes.elts,
+                                                  m[i].routes.nelts);
+
         hk = ngx_array_push(&keys);
         if (hk == NULL) {
             return NGX_ERROR;
@@ -1643,6 +1646,23 @@ ngx_omniroute_init_routes(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
     hash.temp_pool = NULL;
 
     return ngx_hash_init(&hash, keys.elts, keys.nelts);
+}
+
+
+/* whether a route has a concurrency cap: requests may queue (R-CONC-1) */
+
+ngx_uint_t
+ngx_omniroute_routes_capped(ngx_omniroute_route_t *routes, ngx_uint_t n)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < n; i++) {
+        if (routes[i].conn->max_concurrent || routes[i].model_cap) {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 

@@ -58,7 +58,6 @@ ngx_omniroute_plan_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     u_char                     *msg, *slash;
     ngx_int_t                   pi;
     ngx_str_t                   pname;
-    ngx_uint_t                  i;
     ngx_array_t                 routes;
     ngx_omniroute_target_t     *t;
     ngx_omniroute_main_conf_t  *omcf;
@@ -124,14 +123,9 @@ ngx_omniroute_plan_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     /* a concurrency cap on a route: requests may queue (R-CONC-1) */
 
-    for (i = 0; i < ctx->nroutes; i++) {
-        if (ctx->routes[i].conn->max_concurrent
-            || ctx->routes[i].model_cap)
-        {
-            ctx->capped = 1;
-            break;
-        }
-    }
+    ctx->capped = ctx->entry ? ctx->entry->capped
+                             : ngx_omniroute_routes_capped(ctx->routes,
+                                                           ctx->nroutes);
 
     if (ngx_array_init(&ctx->candidates, r->pool, 4,
                        sizeof(ngx_omniroute_candidate_t *))
