@@ -126,8 +126,7 @@ ngx_omniroute_attempt_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
     }
 
     if (ngx_omniroute_attempt_credentials(r, &sr->headers_in.headers, cand)
-        != NGX_OK
-        || ngx_omniroute_lane_headers(r, sr, cand) != NGX_OK)
+        != NGX_OK)
     {
         return NGX_ERROR;
     }

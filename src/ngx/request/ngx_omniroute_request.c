@@ -581,7 +581,8 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     sr->method_name = r->method_name;
 
     if (ngx_omniroute_attempt_body(r, ctx, sr, a) != NGX_OK
-        || ngx_omniroute_attempt_headers(r, sr, cand) != NGX_OK)
+        || ngx_omniroute_attempt_headers(r, sr, cand) != NGX_OK
+        || ngx_omniroute_lane_headers(r, sr, cand) != NGX_OK)
     {
         /*
          * The subrequest is posted already: whatever becomes of it, none
