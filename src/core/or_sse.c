@@ -686,57 +686,14 @@ or_sj_skip(const char *p, const char *e, int depth)
 static const char *
 or_sj_get(const char *p, const char *e, const char *key)
 {
-    size_t       klen;
-    const char  *k, *ke;
+    or_sj_member_t  m;
 
-    if (p == NULL) {
-        return NULL;
-    }
+    m.key = key;
+    m.len = strlen(key);
 
-    p = or_sj_ws(p, e);
+    or_sj_members(p, e, &m, 1);
 
-    if (p >= e || *p != '{') {
-        return NULL;
-    }
-
-    klen = strlen(key);
-    p = or_sj_ws(p + 1, e);
-
-    while (p < e && *p == '"') {
-        k = p + 1;
-        ke = or_sj_str_end(p, e);
-
-        if (ke == NULL) {
-            return NULL;
-        }
-
-        p = or_sj_ws(ke, e);
-
-        if (p >= e || *p != ':') {
-            return NULL;
-        }
-
-        p = or_sj_ws(p + 1, e);
-
-        if ((size_t) (ke - 1 - k) == klen && memcmp(k, key, klen) == 0) {
-            return p < e ? p : NULL;
-        }
-
-        p = or_sj_skip(p, e, 1);
-        if (p == NULL) {
-            return NULL;
-        }
-
-        p = or_sj_ws(p, e);
-
-        if (p >= e || *p != ',') {
-            return NULL;
-        }
-
-        p = or_sj_ws(p + 1, e);
-    }
-
-    return NULL;
+    return m.val;
 }
 
 
