@@ -49,14 +49,15 @@ EOF
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
 
-# 20 requests, 15 ms apart, on 2 slots; each takes 300 ms at the provider
+# 20 requests, 60 ms apart (more than the waiters' polling jitter), on 2
+# slots; each takes 300 ms at the provider
 $m->set_behavior('delay=300');
 
 my @s;
 for my $i (1 .. 20) {
     push @s, $t->start_post($gw, '/v1/chat/completions', { model => 'p/m' },
                             'X-Req-Id' => $i);
-    sleep(0.015);
+    sleep(0.06);
 }
 
 my @r = map { OmniTest::finish($_, 20) } @s;

@@ -41,8 +41,10 @@ $t->config(<<'EOF', main => $main);
     omniroute_provider q url=http://127.0.0.1:%%PORT_mock_q%%/v1
                        kind=apikey;
 
-    # no pacing= parameter: the safety net decides (on, by the env)
-    omniroute_connection one provider=p key_file=%%TESTDIR%%/key-one;
+    # no pacing= parameter: the safety net decides (on, by the env); one
+    # at a time, so that the order of the waiters is the order they go in
+    omniroute_connection one provider=p key_file=%%TESTDIR%%/key-one
+                         max_concurrent=1;
 
     # opted out of the safety net
     omniroute_connection off provider=q key_file=%%TESTDIR%%/key-off
@@ -107,8 +109,8 @@ sub wait429 {
         . "%20in%20$wait.%22%2C%22type%22%3A%22requests%22%7D%7D";
 }
 
-# 1. FIFO across the pause: request 1 is told to wait 1.5 s, 2..6 arrive
-#    during the pause
+# 1. FIFO across the pause: request 1 is told to wait 1.5 s, 2..12 arrive
+#    during the pause (on both workers: reuseport)
 
 $m->set_behavior(wait429('1.5s'));
 
@@ -118,7 +120,7 @@ my @s = ($t->start_post($gw, '/v1/chat/completions', { model => 'p/m' },
 ok(wait_requests($m, 1), 'the first request reached the provider');
 $m->set_behavior('ok');
 
-for my $i (2 .. 6) {
+for my $i (2 .. 12) {
     push @s, $t->start_post($gw, '/v1/chat/completions', { model => 'p/m' },
                             'X-Req-Id' => $i);
     sleep(0.05);
@@ -126,13 +128,13 @@ for my $i (2 .. 6) {
 
 my @r = map { OmniTest::finish($_, 20) } @s;
 
-is_deeply([map { $_->{status} } @r], [(200) x 6],
+is_deeply([map { $_->{status} } @r], [(200) x 12],
           'R-PACE-2 every request is served after the pause')
     or diag(join ' ', map { "$_->{status} $_->{body}" } @r);
 
 my @reqs = sort { $a->{time} <=> $b->{time} } @{$m->requests};
 my @order = map { $_->{headers}{'x-req-id'} } @reqs;
-is_deeply(\@order, [1, 1, 2, 3, 4, 5, 6],
+is_deeply(\@order, [1, 1, 2 .. 12],
           'R-PACE-2 the paced request and the waiters go in FIFO order')
     or diag("@order");
 

@@ -54,7 +54,7 @@ for my $n ($na, $nb) {
     omniroute_provider pp url=http://127.0.0.1:%%PORT_mock_p%%/v1
                        kind=apikey;
     omniroute_connection one provider=pp key_file=%%TESTDIR%%/key
-                         pacing=on;
+                         pacing=on max_concurrent=1;
 
     omniroute_provider a url=http://127.0.0.1:%%PORT_mock_a%%/v1;
     omniroute_provider b url=http://127.0.0.1:%%PORT_mock_b%%/v1;
