@@ -38,32 +38,36 @@ static void ngx_omniroute_redis_write_handler(ngx_event_t *wev);
 
 
 /*
- * Put a new (connecting) context on the event loop as rc's connection;
- * on error the caller frees the context.
+ * Put a new (connecting) context on the event loop as the connection of
+ * conn (an ngx_omniroute_redis_conn_t or a lease connection: both begin
+ * with NGX_OMNIROUTE_REDIS_IO); hiredis's callbacks get conn as
+ * ac->data.  On error the caller frees the context.
  */
 
 ngx_int_t
-ngx_omniroute_redis_attach(ngx_omniroute_redis_conn_t *rc,
-    redisAsyncContext *ac)
+ngx_omniroute_redis_attach(void *conn, redisAsyncContext *ac, ngx_log_t *log)
 {
-    ngx_connection_t  *c;
+    ngx_connection_t          *c;
+    ngx_omniroute_redis_io_t  *io;
 
-    c = ngx_get_connection(ac->c.fd, rc->link->log);
+    io = conn;
+
+    c = ngx_get_connection(ac->c.fd, log);
     if (c == NULL) {
         return NGX_ERROR;
     }
 
-    c->data = rc;
+    c->data = io;
     c->read->handler = ngx_omniroute_redis_read_handler;
     c->write->handler = ngx_omniroute_redis_write_handler;
     c->read->log = c->log;
     c->write->log = c->log;
     c->number = ngx_atomic_fetch_add(ngx_connection_counter, 1);
 
-    rc->ac = ac;
-    rc->c = c;
+    io->ac = ac;
+    io->c = c;
 
-    ac->data = rc;
+    ac->data = conn;
     ac->ev.data = c;
     ac->ev.addRead = ngx_omniroute_redis_add_read;
     ac->ev.delRead = ngx_omniroute_redis_del_read;
@@ -136,7 +140,7 @@ ngx_omniroute_redis_del_write(void *privdata)
 /*
  * hiredis is freeing the context and will close the descriptor itself:
  * drop the events, return the connection with fd -1.  May run inside our
- * own read handler; the caller then sees rc->c != c.
+ * own read handler; the caller then sees io->c != c.
  */
 
 static void
@@ -144,9 +148,9 @@ ngx_omniroute_redis_cleanup(void *privdata)
 {
     ngx_connection_t  *c = privdata;
 
-    ngx_omniroute_redis_conn_t  *rc;
+    ngx_omniroute_redis_io_t  *io;
 
-    rc = c->data;
+    io = c->data;
 
     if (c->read->active) {
         (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
@@ -175,9 +179,9 @@ ngx_omniroute_redis_cleanup(void *privdata)
     ngx_free_connection(c);
     c->fd = (ngx_socket_t) -1;
 
-    rc->c = NULL;
-    rc->ac = NULL;
-    rc->ready = 0;
+    io->c = NULL;
+    io->ac = NULL;
+    io->ready = 0;
 }
 
 
@@ -186,20 +190,20 @@ ngx_omniroute_redis_read_handler(ngx_event_t *rev)
 {
     ngx_connection_t  *c = rev->data;
 
-    int                          n;
-    ngx_socket_t                 fd;
-    ngx_omniroute_redis_conn_t  *rc;
+    int                        n;
+    ngx_socket_t               fd;
+    ngx_omniroute_redis_io_t  *io;
 
-    rc = c->data;
+    io = c->data;
 
     /* edge-triggered: read until the socket is empty */
 
     for ( ;; ) {
         fd = c->fd;
 
-        redisAsyncHandleRead(rc->ac);
+        redisAsyncHandleRead(io->ac);
 
-        if (rc->c != c) {
+        if (io->c != c) {
             return;             /* freed meanwhile */
         }
 
@@ -215,9 +219,9 @@ ngx_omniroute_redis_write_handler(ngx_event_t *wev)
 {
     ngx_connection_t  *c = wev->data;
 
-    ngx_omniroute_redis_conn_t  *rc;
+    ngx_omniroute_redis_io_t  *io;
 
-    rc = c->data;
+    io = c->data;
 
-    redisAsyncHandleWrite(rc->ac);
+    redisAsyncHandleWrite(io->ac);
 }

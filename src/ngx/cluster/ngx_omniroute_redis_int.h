@@ -116,15 +116,28 @@ typedef struct {
 typedef struct ngx_omniroute_redis_link_s  ngx_omniroute_redis_link_t;
 
 
+/*
+ * What the hiredis adapter (redis_adapter.c) knows of a connection: the
+ * first members of both kinds, the mirror's (ngx_omniroute_redis_conn_t)
+ * and the leases' (redis_lease.c).
+ */
+#define NGX_OMNIROUTE_REDIS_IO                                               \
+    redisAsyncContext            *ac;                                        \
+    ngx_connection_t             *c;                                         \
+    ngx_uint_t                    ready;        /* handshake done */
+
+typedef struct {
+    NGX_OMNIROUTE_REDIS_IO
+} ngx_omniroute_redis_io_t;
+
+
 /* one hiredis async context wrapped in an nginx connection */
 typedef struct {
-    redisAsyncContext            *ac;
-    ngx_connection_t             *c;
+    NGX_OMNIROUTE_REDIS_IO
     ngx_omniroute_redis_link_t   *link;
     const char                   *name;
     ngx_uint_t                    pending;      /* replies awaited */
     ngx_msec_t                    progress;     /* last reply, first send */
-    ngx_uint_t                    ready;        /* handshake done */
 } ngx_omniroute_redis_conn_t;
 
 
@@ -214,8 +227,8 @@ char *ngx_omniroute_redis_debug(ngx_conf_t *cf, ngx_command_t *cmd,
 #endif
 
 /* ngx_omniroute_redis_adapter.c */
-ngx_int_t ngx_omniroute_redis_attach(ngx_omniroute_redis_conn_t *rc,
-    redisAsyncContext *ac);
+ngx_int_t ngx_omniroute_redis_attach(void *conn, redisAsyncContext *ac,
+    ngx_log_t *log);
 
 /* ngx_omniroute_redis_link.c */
 ngx_int_t ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,

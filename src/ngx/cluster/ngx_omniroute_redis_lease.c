@@ -47,8 +47,6 @@
 #include <ngx_event.h>
 #include <ngx_http.h>
 
-#include <sys/ioctl.h>
-
 #include "ngx_omniroute_redis_int.h"
 #include "ngx_omniroute_keys.h"
 #include "ngx_omniroute_lease_store.h"
@@ -68,11 +66,9 @@ typedef struct ngx_omniroute_redis_lease_s  ngx_omniroute_redis_lease_t;
 
 
 typedef struct {
-    redisAsyncContext            *ac;
-    ngx_connection_t             *c;
+    NGX_OMNIROUTE_REDIS_IO
     ngx_omniroute_redis_lease_t  *link;
     const char                   *name;
-    ngx_uint_t                    ready;
 } ngx_omniroute_lease_conn_t;
 
 
@@ -155,13 +151,6 @@ static void ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac,
 static void ngx_omniroute_redis_lease_on_mget(redisAsyncContext *ac,
     void *r, void *data);
 
-static void ngx_omniroute_redis_lease_add_read(void *privdata);
-static void ngx_omniroute_redis_lease_del_read(void *privdata);
-static void ngx_omniroute_redis_lease_add_write(void *privdata);
-static void ngx_omniroute_redis_lease_del_write(void *privdata);
-static void ngx_omniroute_redis_lease_cleanup(void *privdata);
-static void ngx_omniroute_redis_lease_read_handler(ngx_event_t *rev);
-static void ngx_omniroute_redis_lease_write_handler(ngx_event_t *wev);
 
 
 static ngx_http_module_t  ngx_omniroute_redis_lease_module_ctx = {
@@ -857,7 +846,6 @@ ngx_omniroute_redis_lease_connect(ngx_omniroute_redis_lease_t *link)
 static ngx_int_t
 ngx_omniroute_redis_lease_open(ngx_omniroute_lease_conn_t *lc)
 {
-    ngx_connection_t                 *c;
     redisAsyncContext                *ac;
     ngx_omniroute_redis_lease_t      *link;
     ngx_omniroute_redis_main_conf_t  *rmcf;
@@ -883,29 +871,10 @@ ngx_omniroute_redis_lease_open(ngx_omniroute_lease_conn_t *lc)
         return NGX_ERROR;
     }
 
-    c = ngx_get_connection(ac->c.fd, link->log);
-    if (c == NULL) {
+    if (ngx_omniroute_redis_attach(lc, ac, link->log) != NGX_OK) {
         redisAsyncFree(ac);
         return NGX_ERROR;
     }
-
-    c->data = lc;
-    c->read->handler = ngx_omniroute_redis_lease_read_handler;
-    c->write->handler = ngx_omniroute_redis_lease_write_handler;
-    c->read->log = c->log;
-    c->write->log = c->log;
-    c->number = ngx_atomic_fetch_add(ngx_connection_counter, 1);
-
-    lc->ac = ac;
-    lc->c = c;
-
-    ac->data = lc;
-    ac->ev.data = c;
-    ac->ev.addRead = ngx_omniroute_redis_lease_add_read;
-    ac->ev.delRead = ngx_omniroute_redis_lease_del_read;
-    ac->ev.addWrite = ngx_omniroute_redis_lease_add_write;
-    ac->ev.delWrite = ngx_omniroute_redis_lease_del_write;
-    ac->ev.cleanup = ngx_omniroute_redis_lease_cleanup;
 
     (void) redisAsyncSetDisconnectCallback(ac,
                                    ngx_omniroute_redis_lease_on_disconnect);
@@ -1432,148 +1401,4 @@ ngx_omniroute_redis_lease_on_message(redisAsyncContext *ac, void *r,
         lc->ready = 1;
         ngx_omniroute_redis_lease_up(lc->link);
     }
-}
-
-
-/* the event adapter (as in ngx_omniroute_redis_link.c) */
-
-static void
-ngx_omniroute_redis_lease_add_read(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (!c->read->active
-        && ngx_add_event(c->read, NGX_READ_EVENT,
-                         (ngx_event_flags & NGX_USE_CLEAR_EVENT)
-                         ? NGX_CLEAR_EVENT : NGX_LEVEL_EVENT)
-           != NGX_OK)
-    {
-        ngx_log_error(NGX_LOG_ERR, c->log, 0,
-                      "omniroute redis lease: could not add a read event");
-    }
-}
-
-
-static void
-ngx_omniroute_redis_lease_del_read(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (c->read->active) {
-        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
-    }
-}
-
-
-static void
-ngx_omniroute_redis_lease_add_write(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (!c->write->active
-        && ngx_add_event(c->write, NGX_WRITE_EVENT,
-                         (ngx_event_flags & NGX_USE_CLEAR_EVENT)
-                         ? NGX_CLEAR_EVENT : NGX_LEVEL_EVENT)
-           != NGX_OK)
-    {
-        ngx_log_error(NGX_LOG_ERR, c->log, 0,
-                      "omniroute redis lease: could not add a write event");
-    }
-}
-
-
-static void
-ngx_omniroute_redis_lease_del_write(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    if (c->write->active) {
-        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
-    }
-}
-
-
-/* hiredis frees the context and closes the descriptor itself */
-
-static void
-ngx_omniroute_redis_lease_cleanup(void *privdata)
-{
-    ngx_connection_t  *c = privdata;
-
-    ngx_omniroute_lease_conn_t  *lc;
-
-    lc = c->data;
-
-    if (c->read->active) {
-        (void) ngx_del_event(c->read, NGX_READ_EVENT, 0);
-    }
-
-    if (c->write->active) {
-        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
-    }
-
-    if (c->read->timer_set) {
-        ngx_del_timer(c->read);
-    }
-
-    if (c->write->timer_set) {
-        ngx_del_timer(c->write);
-    }
-
-    if (c->read->posted) {
-        ngx_delete_posted_event(c->read);
-    }
-
-    if (c->write->posted) {
-        ngx_delete_posted_event(c->write);
-    }
-
-    ngx_free_connection(c);
-    c->fd = (ngx_socket_t) -1;
-
-    lc->c = NULL;
-    lc->ac = NULL;
-    lc->ready = 0;
-}
-
-
-static void
-ngx_omniroute_redis_lease_read_handler(ngx_event_t *rev)
-{
-    ngx_connection_t  *c = rev->data;
-
-    int                          n;
-    ngx_socket_t                 fd;
-    ngx_omniroute_lease_conn_t  *lc;
-
-    lc = c->data;
-
-    /* edge-triggered: read until the socket is empty */
-
-    for ( ;; ) {
-        fd = c->fd;
-
-        redisAsyncHandleRead(lc->ac);
-
-        if (lc->c != c) {
-            return;             /* freed meanwhile */
-        }
-
-        if (ioctl(fd, FIONREAD, &n) == -1 || n <= 0) {
-            return;
-        }
-    }
-}
-
-
-static void
-ngx_omniroute_redis_lease_write_handler(ngx_event_t *wev)
-{
-    ngx_connection_t  *c = wev->data;
-
-    ngx_omniroute_lease_conn_t  *lc;
-
-    lc = c->data;
-
-    redisAsyncHandleWrite(lc->ac);
 }

@@ -333,7 +333,7 @@ ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc)
         return NGX_ERROR;
     }
 
-    if (ngx_omniroute_redis_attach(rc, ac) != NGX_OK) {
+    if (ngx_omniroute_redis_attach(rc, ac, rc->link->log) != NGX_OK) {
         redisAsyncFree(ac);
         return NGX_ERROR;
     }
