@@ -73,6 +73,7 @@ static void or_sse_dispatch(or_sse_t *s, or_sse_event_t *ev);
 static const char *or_sj_ws(const char *p, const char *e);
 static const char *or_sj_special(const char *p, const char *e);
 static const char *or_sj_str_end(const char *p, const char *e);
+static const char *or_sj_bracket(const char *p, const char *e);
 static const char *or_sj_skip(const char *p, const char *e, int depth);
 static const char *or_sj_get(const char *p, const char *e, const char *key);
 static void or_sj_members(const char *p, const char *e, or_sj_member_t *m,
@@ -101,6 +102,7 @@ static int or_sse_contains(const char *s, size_t len, const char *lit);
 static char *or_sse_put(char *p, char *end, const char *s, size_t len);
 static char *or_sse_puts(char *p, char *end, const char *s);
 static char *or_sse_put_json(char *p, char *end, const char *s, size_t len);
+static char *or_sse_limit(char *p, char *end, size_t room);
 static char *or_sse_put_int(char *p, char *end, int n);
 static const char *or_sse_type_of(or_sse_format_e fmt, int status);
 
@@ -589,10 +591,56 @@ or_sj_str_end(const char *p, const char *e)
 }
 
 
+/*
+ * The next '"' or bracket from p, or e: 16 bytes at a time where SSE2 is.
+ * A byte ORed with 0x20 is '{' only for '[' and '{', '}' only for ']' and
+ * '}'.
+ */
+
+static const char *
+or_sj_bracket(const char *p, const char *e)
+{
+#if (OR_SSE_SSE2)
+    unsigned  m;
+    __m128i   v, x;
+
+    while (e - p >= 16) {
+        v = _mm_loadu_si128((const __m128i *) p);
+        x = _mm_or_si128(v, _mm_set1_epi8(0x20));
+        m = (unsigned) _mm_movemask_epi8(
+                _mm_or_si128(
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                    _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('{')),
+                                 _mm_cmpeq_epi8(x, _mm_set1_epi8('}')))));
+
+        if (m) {
+            return p + __builtin_ctz(m);
+        }
+
+        p += 16;
+    }
+#endif
+
+    while (p < e && *p != '"' && *p != '{' && *p != '}' && *p != '['
+           && *p != ']')
+    {
+        p++;
+    }
+
+    return p;
+}
+
+
+/*
+ * Past the value at p.  An array or object is skipped by its brackets
+ * (strings jumped over, whatever is between them not looked at): NULL
+ * when it does not close before e or nests deeper than OR_SJ_DEPTH.
+ */
+
 static const char *
 or_sj_skip(const char *p, const char *e, int depth)
 {
-    char  open, close;
+    int  open;
 
     p = or_sj_ws(p, e);
 
@@ -607,65 +655,37 @@ or_sj_skip(const char *p, const char *e, int depth)
 
     case '{':
     case '[':
-        if (depth >= OR_SJ_DEPTH) {
-            return NULL;
-        }
-
-        open = *p;
-        close = (open == '{') ? '}' : ']';
-        p = or_sj_ws(p + 1, e);
-
-        if (p < e && *p == close) {
-            return p + 1;
-        }
+        open = 0;
 
         for ( ;; ) {
-            p = or_sj_ws(p, e);
-
-            if (p >= e) {
-                return NULL;
-            }
-
-            if (open == '{') {
-                if (*p != '"') {
-                    return NULL;
-                }
-
+            if (*p == '"') {
                 p = or_sj_str_end(p, e);
+
                 if (p == NULL) {
                     return NULL;
                 }
 
-                p = or_sj_ws(p, e);
-
-                if (p >= e || *p != ':') {
+            } else if (*p == '{' || *p == '[') {
+                if (depth + open >= OR_SJ_DEPTH) {
                     return NULL;
                 }
 
+                open++;
                 p++;
+
+            } else {
+                p++;
+
+                if (--open == 0) {
+                    return p;
+                }
             }
 
-            p = or_sj_skip(p, e, depth + 1);
-            if (p == NULL) {
-                return NULL;
-            }
-
-            p = or_sj_ws(p, e);
+            p = or_sj_bracket(p, e);
 
             if (p >= e) {
                 return NULL;
             }
-
-            if (*p == ',') {
-                p++;
-                continue;
-            }
-
-            if (*p == close) {
-                return p + 1;
-            }
-
-            return NULL;
         }
 
     default:
@@ -1718,7 +1738,7 @@ or_sse_puts(char *p, char *end, const char *s)
 static char *
 or_sse_put_json(char *p, char *end, const char *s, size_t len)
 {
-    size_t          i;
+    size_t          i, k;
     unsigned char   c;
     static const char  hex[] = "0123456789abcdef";
 
@@ -1728,6 +1748,26 @@ or_sse_put_json(char *p, char *end, const char *s, size_t len)
 
     for (i = 0; i < len && end - p > 7; i++) {
         c = (unsigned char) s[i];
+
+        if (c >= 0xc0) {
+            /* a sequence goes whole or not at all */
+            for (k = 1; k < 4 && i + k < len
+                        && ((unsigned char) s[i + k] & 0xc0) == 0x80; k++)
+            {
+                /* void */
+            }
+
+            if (end - p <= (ptrdiff_t) (7 + k)) {
+                break;
+            }
+
+            while (k-- > 1) {
+                *p++ = s[i++];
+            }
+
+            *p++ = s[i];
+            continue;
+        }
 
         if (c == '"' || c == '\\') {
             *p++ = '\\';
@@ -1751,6 +1791,15 @@ or_sse_put_json(char *p, char *end, const char *s, size_t len)
     }
 
     return p;
+}
+
+
+/* the end of a piece of output of at most room bytes from p */
+
+static char *
+or_sse_limit(char *p, char *end, size_t room)
+{
+    return ((size_t) (end - p) > room) ? p + room : end;
 }
 
 
@@ -1826,6 +1875,7 @@ or_sse_error_event(char *buf, size_t size, or_sse_format_e fmt, int status,
     int retry_after_s)
 {
     char        *p, *end;
+    size_t       room, fixed;
     const char  *type;
 
     if (buf == NULL || size < 2) {
@@ -1856,6 +1906,19 @@ or_sse_error_event(char *buf, size_t size, or_sse_format_e fmt, int status,
     end = buf + size - 2;       /* room for the blank line */
     type = or_sse_type_of(fmt, status);
 
+    /*
+     * What the message may take once escaped (up to 6 bytes a byte), so
+     * that the rest of the event still fits: the event is cut short in
+     * its message, never in its JSON.  The Responses event holds it twice.
+     */
+
+    fixed = 200 + 2 * (strlen(code) + strlen(type));
+    room = (size - 2 > fixed) ? (size - 2 - fixed) : 0;
+
+    if (fmt == OR_SSE_FMT_RESPONSES) {
+        room /= 2;
+    }
+
     switch (fmt) {
 
     case OR_SSE_FMT_ANTHROPIC:
@@ -1863,7 +1926,8 @@ or_sse_error_event(char *buf, size_t size, or_sse_format_e fmt, int status,
                                 "\"error\":{\"type\":\"");
         p = or_sse_puts(p, end, type);
         p = or_sse_puts(p, end, "\",\"message\":");
-        p = or_sse_put_json(p, end, message, message_len);
+        p = or_sse_put_json(p, or_sse_limit(p, end, room), message,
+                                message_len);
         p = or_sse_puts(p, end, "},\"status\":");
         p = or_sse_put_int(p, end, status);
         break;
@@ -1873,14 +1937,16 @@ or_sse_error_event(char *buf, size_t size, or_sse_format_e fmt, int status,
                                 "\"code\":\"");
         p = or_sse_puts(p, end, code);
         p = or_sse_puts(p, end, "\",\"message\":");
-        p = or_sse_put_json(p, end, message, message_len);
+        p = or_sse_put_json(p, or_sse_limit(p, end, room), message,
+                                message_len);
         p = or_sse_puts(p, end, ",\"param\":null,\"status\":");
         p = or_sse_put_int(p, end, status);
         break;
 
     default:
         p = or_sse_puts(p, end, "data: {\"error\":{\"message\":");
-        p = or_sse_put_json(p, end, message, message_len);
+        p = or_sse_put_json(p, or_sse_limit(p, end, room), message,
+                                message_len);
         p = or_sse_puts(p, end, ",\"type\":\"");
         p = or_sse_puts(p, end, type);
         p = or_sse_puts(p, end, "\",\"code\":\"");
@@ -1901,7 +1967,8 @@ or_sse_error_event(char *buf, size_t size, or_sse_format_e fmt, int status,
         p = or_sse_puts(p, end, "\",\"code\":\"");
         p = or_sse_puts(p, end, code);
         p = or_sse_puts(p, end, "\",\"message\":");
-        p = or_sse_put_json(p, end, message, message_len);
+        p = or_sse_put_json(p, or_sse_limit(p, end, room), message,
+                                message_len);
         p = or_sse_puts(p, end, "}");
     }
 

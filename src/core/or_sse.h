@@ -185,9 +185,10 @@ size_t or_sse_error_message(const char *data, size_t len, char *out,
 or_sse_format_e or_sse_format_of_path(const char *path, size_t len);
 
 /*
- * An in-band terminal error event in the client's format, into buf (at
- * least OR_SSE_ERROR_EVENT_MAX bytes for any message of up to 512
- * bytes); returns its length.
+ * An in-band terminal error event in the client's format, into buf (of
+ * OR_SSE_ERROR_EVENT_MAX bytes, say); returns its length.  A message that
+ * does not fit once escaped is cut (at most 512 of its bytes are used,
+ * whole UTF-8 sequences only): the event is always complete JSON.
  *
  *   Chat       data: {"error":{"message":M,"type":T,"code":C,
  *              "status":S[,"retry_after":R]}}

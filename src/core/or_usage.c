@@ -46,6 +46,7 @@ enum {
 
 typedef struct {
     const char   *name;
+    size_t        len;
     int           level;
     int           parent;       /* the key of the level above (level 3) */
     int           key;
@@ -53,29 +54,29 @@ typedef struct {
 
 
 static const or_usage_key_t  or_usage_keys[] = {
-    { "usage", 1, 0, OR_UK_USAGE },
-    { "usageMetadata", 1, 0, OR_UK_USAGE },
+    { "usage", 5, 1, 0, OR_UK_USAGE },
+    { "usageMetadata", 13, 1, 0, OR_UK_USAGE },
 
     /* OpenAI chat, Anthropic messages, OpenAI Responses */
-    { "prompt_tokens", 2, 0, OR_UK_PROMPT },
-    { "input_tokens", 2, 0, OR_UK_PROMPT },
-    { "completion_tokens", 2, 0, OR_UK_COMPLETION },
-    { "output_tokens", 2, 0, OR_UK_COMPLETION },
-    { "cache_read_input_tokens", 2, 0, OR_UK_CACHED },
-    { "prompt_tokens_details", 2, 0, OR_UK_IN_DETAILS },
-    { "input_tokens_details", 2, 0, OR_UK_IN_DETAILS },
-    { "completion_tokens_details", 2, 0, OR_UK_OUT_DETAILS },
-    { "output_tokens_details", 2, 0, OR_UK_OUT_DETAILS },
-    { "cached_tokens", 3, OR_UK_IN_DETAILS, OR_UK_CACHED },
-    { "reasoning_tokens", 3, OR_UK_OUT_DETAILS, OR_UK_REASONING },
+    { "prompt_tokens", 13, 2, 0, OR_UK_PROMPT },
+    { "input_tokens", 12, 2, 0, OR_UK_PROMPT },
+    { "completion_tokens", 17, 2, 0, OR_UK_COMPLETION },
+    { "output_tokens", 13, 2, 0, OR_UK_COMPLETION },
+    { "cache_read_input_tokens", 23, 2, 0, OR_UK_CACHED },
+    { "prompt_tokens_details", 21, 2, 0, OR_UK_IN_DETAILS },
+    { "input_tokens_details", 20, 2, 0, OR_UK_IN_DETAILS },
+    { "completion_tokens_details", 25, 2, 0, OR_UK_OUT_DETAILS },
+    { "output_tokens_details", 21, 2, 0, OR_UK_OUT_DETAILS },
+    { "cached_tokens", 13, 3, OR_UK_IN_DETAILS, OR_UK_CACHED },
+    { "reasoning_tokens", 16, 3, OR_UK_OUT_DETAILS, OR_UK_REASONING },
 
     /* Gemini */
-    { "promptTokenCount", 2, 0, OR_UK_PROMPT },
-    { "candidatesTokenCount", 2, 0, OR_UK_COMPLETION },
-    { "cachedContentTokenCount", 2, 0, OR_UK_CACHED },
-    { "thoughtsTokenCount", 2, 0, OR_UK_REASONING },
+    { "promptTokenCount", 16, 2, 0, OR_UK_PROMPT },
+    { "candidatesTokenCount", 20, 2, 0, OR_UK_COMPLETION },
+    { "cachedContentTokenCount", 23, 2, 0, OR_UK_CACHED },
+    { "thoughtsTokenCount", 18, 2, 0, OR_UK_REASONING },
 
-    { NULL, 0, 0, 0 }
+    { NULL, 0, 0, 0, 0 }
 };
 
 
@@ -158,11 +159,15 @@ or_usage_match(const or_usage_t *u)
         return OR_UK_OTHER;
     }
 
+    if (level == 1 && (u->klen == 0 || u->kbuf[0] != 'u')) {
+        /* the level of "usage" and "usageMetadata" only */
+        return OR_UK_OTHER;
+    }
+
     parent = (level == 3) ? u->key[2] : 0;
 
     for (k = or_usage_keys; k->name; k++) {
-        if (k->level == level && k->parent == parent
-            && strlen(k->name) == u->klen
+        if (k->len == u->klen && k->level == level && k->parent == parent
             && memcmp(k->name, u->kbuf, u->klen) == 0)
         {
             return k->key;
@@ -355,6 +360,7 @@ static size_t
 or_usage_step(or_usage_t *u, const char *p, const char *last)
 {
     char         ch;
+    size_t       n;
     const char  *q;
 
     ch = *p;
@@ -383,6 +389,23 @@ or_usage_step(or_usage_t *u, const char *p, const char *last)
         return 1;
 
     case OR_UL_KEY:
+        /* a run of key bytes at once; keys that matter are short */
+        q = or_usage_run(p, last);
+
+        if (q > p) {
+            n = q - p;
+
+            if (u->klen + n <= OR_USAGE_KEY_MAX) {
+                memcpy(u->kbuf + u->klen, p, n);
+                u->klen += n;
+
+            } else {
+                u->klen = OR_USAGE_KEY_MAX + 1;
+            }
+
+            return n;
+        }
+
         if (ch == '"') {
             if (u->depth <= 3) {
                 u->key[u->depth] = or_usage_match(u);
@@ -410,15 +433,17 @@ or_usage_step(or_usage_t *u, const char *p, const char *last)
 
     case OR_UL_NUMBER:
         if (ch >= '0' && ch <= '9') {
-            if (u->number < OR_USAGE_VALUE_MAX) {
-                u->number = u->number * 10 + (uint64_t) (ch - '0');
+            for (q = p; q < last && *q >= '0' && *q <= '9'; q++) {
+                if (u->number < OR_USAGE_VALUE_MAX) {
+                    u->number = u->number * 10 + (uint64_t) (*q - '0');
 
-                if (u->number > OR_USAGE_VALUE_MAX) {
-                    u->number = OR_USAGE_VALUE_MAX;
+                    if (u->number > OR_USAGE_VALUE_MAX) {
+                        u->number = OR_USAGE_VALUE_MAX;
+                    }
                 }
             }
 
-            return 1;
+            return q - p;
         }
 
         if (ch == '.' || ch == 'e' || ch == 'E' || ch == '+' || ch == '-') {
@@ -432,7 +457,11 @@ or_usage_step(or_usage_t *u, const char *p, const char *last)
 
     case OR_UL_LITERAL:
         if (ch >= 'a' && ch <= 'z') {
-            return 1;
+            for (q = p + 1; q < last && *q >= 'a' && *q <= 'z'; q++) {
+                /* void */
+            }
+
+            return q - p;
         }
 
         or_usage_value_end(u);
@@ -443,7 +472,14 @@ or_usage_step(or_usage_t *u, const char *p, const char *last)
     }
 
     if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
-        return 1;
+        for (q = p + 1;
+             q < last && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r');
+             q++)
+        {
+            /* void */
+        }
+
+        return q - p;
     }
 
     switch (u->lex) {

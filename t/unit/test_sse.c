@@ -556,6 +556,41 @@ test_error_events(void)
                   or_sse_format_name(fmts[i]));
     }
 
+    /*
+     * a message that escapes to six times its length (control bytes),
+     * and one of 3-byte characters: cut in the message, whole characters
+     * only, the event still complete
+     */
+
+    memset(nasty, 0x7f, sizeof(nasty));
+
+    for (i = 0; i < 3; i++) {
+        n = or_sse_error_event(buf, sizeof(buf), fmts[i], 503, "x", nasty,
+                               sizeof(nasty), 5);
+        or_sse_init(s);
+        or_ok(or_sse_feed(s, buf, n, &ev) == n && ev.kind == OR_SSE_EV_ERROR
+              && ev.status == 503,
+              "%s: escaped control bytes cut the message, not the event",
+              or_sse_format_name(fmts[i]));
+    }
+
+    for (n = 0; n + 3 <= sizeof(nasty); n += 3) {
+        memcpy(nasty + n, "\xe7\x94\xa8", 3);
+    }
+
+    for (i = 0; i < 3; i++) {
+        n = or_sse_error_event(buf, 600, fmts[i], 503, "x", nasty,
+                               sizeof(nasty) - sizeof(nasty) % 3, 5);
+        or_sse_init(s);
+        or_ok(or_sse_feed(s, buf, n, &ev) == n && ev.kind == OR_SSE_EV_ERROR
+              && ev.status == 503, "%s: a small buffer, a long message",
+              or_sse_format_name(fmts[i]));
+        or_ok(ev.data_len > 0
+              && or_sse_error_message(ev.data, ev.data_len, msg, sizeof(msg))
+                 % 3 == 0, "%s: ... cut between characters",
+              or_sse_format_name(fmts[i]));
+    }
+
     free(s);
 
     n = or_sse_error_message("{\"error\":{\"message\":\"\\u7528\\u6237 ok\"}}",
@@ -620,6 +655,29 @@ test_usage_only(void)
 }
 
 
+/* members after a skipped value: its brackets matched, its strings jumped */
+
+static void
+test_skip(void)
+{
+    or_sse_event_t  ev;
+
+    one("data: {\"object\":\"chat.completion.chunk\",\"x\":[{\"a\":\"]}\\\"[{\"},"
+        "[[],{}],\"}\"],\"error\":{\"message\":\"overloaded\"}}\n\n", &ev);
+    or_is_int(ev.kind, OR_SSE_EV_ERROR,
+              "skip: brackets and an escaped quote in a skipped string");
+
+    one("data: {\"x\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]],"
+        "\"error\":{\"message\":\"overloaded\"}}\n\n", &ev);
+    or_is_int(ev.kind, OR_SSE_EV_OTHER,
+              "skip: nesting deeper than the reader goes ends the reading");
+
+    one("data: {\"x\":[[[[1]]]],\"error\":{\"message\":\"overloaded\"}}\n\n",
+        &ev);
+    or_is_int(ev.kind, OR_SSE_EV_ERROR, "skip: nesting within the bound");
+}
+
+
 static void
 test_data_span(void)
 {
@@ -663,6 +721,7 @@ main(void)
     test_bound();
     test_error_events();
     test_usage_only();
+    test_skip();
     test_data_span();
 
     return or_done();
