@@ -23,7 +23,8 @@
 #define OR_JSON_HIGH        0x8080808080808080ULL
 
 #define OR_JSON_END         "unexpected end of input"
-#define OR_JSON_UNTERM      "unterminated string"
+#define OR_JSON_UNTERM      or_json_unterm
+#define OR_JSON_BAD_UTF8    or_json_bad_utf8
 
 #define or_json_min(a, b)  ((a) < (b) ? (a) : (b))
 
@@ -62,6 +63,8 @@ static const unsigned char *or_json_utf8(const unsigned char *p,
     const unsigned char *last, const char **err);
 static size_t or_json_utf8_check(const unsigned char *buf, size_t len,
     size_t *lead, const char **err);
+static const unsigned char *or_json_string_utf8(const unsigned char *hi,
+    const unsigned char *at, const unsigned char *last, const char **err);
 static or_json_rc_e or_json_check(const char *buf, size_t len,
     or_json_scan_t *out, or_json_find_t *find);
 static or_json_rc_e or_json_scan_text(const char *buf, size_t len,
@@ -79,8 +82,8 @@ static unsigned char *or_json_utf8_put(unsigned char *d, uint32_t cp);
 
 /*
  * 1: a byte that stands for itself inside a string: 0x20-0xff but '"'
- * and '\\' (the UTF-8 of the whole document is checked in a pass of its
- * own, or_json_utf8_check())
+ * and '\\' (the UTF-8 of a string is checked from its first byte >= 0x80
+ * on, when it ends: or_json_string_utf8())
  */
 static const unsigned char  or_json_plain[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -110,6 +113,9 @@ static const char  or_json_short[32] = {
 
 
 static const char  or_json_hexdigits[] = "0123456789abcdef";
+
+static const char  or_json_bad_utf8[] = "invalid UTF-8";
+static const char  or_json_unterm[] = "unterminated string";
 
 
 /* the top-level members or_json_scan() reports, by or_json_member_e */
@@ -194,7 +200,8 @@ or_json_special16(const unsigned char *p)
 
 __attribute__((target("avx512bw")))
 static size_t
-or_json_plain_run_avx512(const unsigned char *p, size_t n)
+or_json_plain_run_avx512(const unsigned char *p, size_t n,
+    const unsigned char **hi)
 {
     size_t     i;
     __m512i    v, quote, bslash, space;
@@ -210,6 +217,10 @@ or_json_plain_run_avx512(const unsigned char *p, size_t n)
             | _mm512_cmpeq_epi8_mask(v, bslash)
             | _mm512_cmplt_epu8_mask(v, space);
 
+        if (*hi == NULL && _mm512_movepi8_mask(v)) {
+            *hi = p + i;
+        }
+
         if (m) {
             return i + (size_t) __builtin_ctzll(m);
         }
@@ -221,7 +232,8 @@ or_json_plain_run_avx512(const unsigned char *p, size_t n)
 
 __attribute__((target("avx2")))
 static size_t
-or_json_plain_run_avx2(const unsigned char *p, size_t n)
+or_json_plain_run_avx2(const unsigned char *p, size_t n,
+    const unsigned char **hi)
 {
     size_t     i;
     unsigned   m;
@@ -238,6 +250,11 @@ or_json_plain_run_avx2(const unsigned char *p, size_t n)
                     _mm256_or_si256(_mm256_cmpeq_epi8(v, quote),
                                     _mm256_cmpeq_epi8(v, bslash)),
                     _mm256_cmpeq_epi8(_mm256_min_epu8(v, ctl), v)));
+
+        if (*hi == NULL && _mm256_movemask_epi8(v)) {
+            *hi = p + i;
+        }
+
         if (m) {
             return i + (size_t) __builtin_ctz(m);
         }
@@ -248,7 +265,8 @@ or_json_plain_run_avx2(const unsigned char *p, size_t n)
 
 
 static size_t
-or_json_plain_run_sse2(const unsigned char *p, size_t n)
+or_json_plain_run_sse2(const unsigned char *p, size_t n,
+    const unsigned char **hi)
 {
     size_t    i;
     unsigned  m;
@@ -256,6 +274,12 @@ or_json_plain_run_sse2(const unsigned char *p, size_t n)
     for (i = 0; i + 16 <= n; i += 16) {
         m = or_json_special16(p + i);
 
+        if (*hi == NULL
+            && _mm_movemask_epi8(_mm_loadu_si128((const __m128i *) (p + i))))
+        {
+            *hi = p + i;
+        }
+
         if (m) {
             return i + (size_t) __builtin_ctz(m);
         }
@@ -265,14 +289,16 @@ or_json_plain_run_sse2(const unsigned char *p, size_t n)
 }
 
 
-static size_t or_json_plain_run_first(const unsigned char *p, size_t n);
+static size_t or_json_plain_run_first(const unsigned char *p, size_t n,
+    const unsigned char **hi);
 
-static size_t (*or_json_plain_run)(const unsigned char *p, size_t n) =
-    or_json_plain_run_first;
+static size_t (*or_json_plain_run)(const unsigned char *p, size_t n,
+    const unsigned char **hi) = or_json_plain_run_first;
 
 
 static size_t
-or_json_plain_run_first(const unsigned char *p, size_t n)
+or_json_plain_run_first(const unsigned char *p, size_t n,
+    const unsigned char **hi)
 {
     __builtin_cpu_init();
 
@@ -286,7 +312,7 @@ or_json_plain_run_first(const unsigned char *p, size_t n)
         or_json_plain_run = or_json_plain_run_sse2;
     }
 
-    return or_json_plain_run(p, n);
+    return or_json_plain_run(p, n, hi);
 }
 
 #endif
@@ -294,29 +320,44 @@ or_json_plain_run_first(const unsigned char *p, size_t n)
 
 /*
  * A string's body, p just after the opening quote.  Returns the byte
- * after the closing quote, or, with *err set, where it went wrong.
+ * after the closing quote, or, with *err set, where it went wrong.  The
+ * string's UTF-8 is checked as it ends, from hi on: the start of the
+ * first block that held a byte >= 0x80 (everything before it is ASCII).
  */
 
 static inline __attribute__((always_inline)) const unsigned char *
 or_json_string(const unsigned char *p, const unsigned char *last,
     unsigned *escaped, const char **err)
 {
-    int            i;
-    uint64_t       w;
-    unsigned       esc;
-    unsigned char  c;
+    int                   i;
+    uint64_t              w;
+    unsigned              esc;
+    unsigned char         c;
+    const unsigned char  *hi;
 #if (OR_JSON_X86)
-    unsigned       m;
+    unsigned              m;
+    __m128i               v;
 #endif
 
     esc = 0;
+    hi = NULL;
 
     for ( ;; ) {
 
 #if (OR_JSON_X86)
 
         while (last - p >= 16) {
-            m = or_json_special16(p);
+            v = _mm_loadu_si128((const __m128i *) p);
+            m = (unsigned) _mm_movemask_epi8(
+                    _mm_or_si128(
+                        _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                     _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                        _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)),
+                                       v)));
+
+            if (hi == NULL && _mm_movemask_epi8(v)) {
+                hi = p;
+            }
 
             if (m) {
                 p += __builtin_ctz(m);
@@ -327,7 +368,7 @@ or_json_string(const unsigned char *p, const unsigned char *last,
 
             if (last - p >= 64) {
                 /* a long run: wider, if the processor can */
-                p += or_json_plain_run(p, (size_t) (last - p));
+                p += or_json_plain_run(p, (size_t) (last - p), &hi);
             }
         }
 
@@ -340,18 +381,26 @@ or_json_string(const unsigned char *p, const unsigned char *last,
                 break;
             }
 
+            if (hi == NULL && (w & OR_JSON_HIGH)) {
+                hi = p;
+            }
+
             p += 8;
         }
 
         /* at most 7 plain bytes before a special one, or to the end */
 
         while (p < last && or_json_plain[*p]) {
+            if (hi == NULL && *p >= 0x80) {
+                hi = p;
+            }
+
             p++;
         }
 
         if (p == last) {
             *err = OR_JSON_UNTERM;
-            return p;
+            goto failed;
         }
 
 #if (OR_JSON_X86)
@@ -362,6 +411,12 @@ or_json_string(const unsigned char *p, const unsigned char *last,
 
         if (c == '"') {
             *escaped = esc;
+
+            if (hi != NULL) {
+                /* the closing quote too: a sequence it cuts is invalid */
+                return or_json_string_utf8(hi, p + 1, p + 1, err);
+            }
+
             return p + 1;
         }
 
@@ -370,7 +425,7 @@ or_json_string(const unsigned char *p, const unsigned char *last,
 
             if (++p == last) {
                 *err = OR_JSON_UNTERM;
-                return p;
+                goto failed;
             }
 
             switch (*p) {
@@ -392,14 +447,14 @@ or_json_string(const unsigned char *p, const unsigned char *last,
                 for (i = 0; i < 4; i++, p++) {
                     if (p == last) {
                         *err = OR_JSON_UNTERM;
-                        return p;
+                        goto failed;
                     }
 
                     if (!((*p >= '0' && *p <= '9')
                           || ((*p | 0x20) >= 'a' && (*p | 0x20) <= 'f')))
                     {
                         *err = "invalid escape";
-                        return p;
+                        goto failed;
                     }
                 }
 
@@ -407,15 +462,66 @@ or_json_string(const unsigned char *p, const unsigned char *last,
 
             default:
                 *err = "invalid escape";
-                return p;
+                goto failed;
             }
         }
 
         /* c < 0x20 */
 
         *err = "control character in string";
+        goto failed;
+    }
+
+failed:
+
+    if (hi == NULL) {
+        /* ASCII before p: no UTF-8 error can come first */
         return p;
     }
+
+    return or_json_string_utf8(hi, p, (last - p > 3) ? p + 3 : last, err);
+}
+
+
+/*
+ * The UTF-8 of a string from hi, where the structure ended at "at": at
+ * the byte after the closing quote, *err NULL; or at a structural error
+ * (*err set), the bytes up to "last" looked at as well, so that a
+ * sequence the error cuts is seen whole.  Returns "at", or with *err
+ * the UTF-8 error's message where that error comes first: before "at",
+ * or at it as the continuation of a sequence begun before (at the very
+ * byte the structure refused a lead byte, or at the end of input, the
+ * structural error stands).
+ */
+
+static const unsigned char *
+or_json_string_utf8(const unsigned char *hi, const unsigned char *at,
+    const unsigned char *last, const char **err)
+{
+    size_t        bad, lead;
+    const char   *uerr;
+
+    uerr = NULL;
+    bad = or_json_utf8_check(hi, (size_t) (last - hi), &lead, &uerr);
+
+    if (uerr == NULL) {
+        return at;
+    }
+
+    if (*err == NULL) {
+        /* a complete string: its bytes end with its closing quote */
+        *err = uerr;
+        return hi + bad;
+    }
+
+    if (hi + bad < at
+        || (hi + bad == at && lead != bad && *err != OR_JSON_UNTERM))
+    {
+        *err = uerr;
+        return hi + bad;
+    }
+
+    return at;
 }
 
 
@@ -590,45 +696,6 @@ or_json_utf8_valid_avx2(const unsigned char *buf, size_t len)
 }
 
 
-/*
- * Whether buf[0, len) is all ASCII, 128 bytes a step: agent bodies mostly
- * are, and then the validator above has nothing to do.
- */
-
-__attribute__((target("avx2")))
-static int
-or_json_ascii_avx2(const unsigned char *buf, size_t len)
-{
-    size_t    i;
-    __m256i   acc;
-
-    acc = _mm256_setzero_si256();
-
-    for (i = 0; i + 128 <= len; i += 128) {
-        acc = _mm256_or_si256(acc,
-                  _mm256_or_si256(
-                      _mm256_or_si256(
-                          _mm256_loadu_si256((const __m256i *) (buf + i)),
-                          _mm256_loadu_si256((const __m256i *) (buf + i + 32))),
-                      _mm256_or_si256(
-                          _mm256_loadu_si256((const __m256i *) (buf + i + 64)),
-                          _mm256_loadu_si256((const __m256i *) (buf + i + 96)))));
-    }
-
-    if (_mm256_movemask_epi8(acc) != 0) {
-        return 0;
-    }
-
-    for ( /* void */ ; i < len; i++) {
-        if (buf[i] & 0x80) {
-            return 0;
-        }
-    }
-
-    return 1;
-}
-
-
 static int  or_json_avx2 = -1;
 
 #endif
@@ -659,13 +726,11 @@ or_json_utf8_check(const unsigned char *buf, size_t len, size_t *lead,
         or_json_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
     }
 
-    if (or_json_avx2
-        && (or_json_ascii_avx2(buf, len) || or_json_utf8_valid_avx2(buf, len)))
-    {
+    if (len >= 16 && or_json_avx2 && or_json_utf8_valid_avx2(buf, len)) {
         return len;
     }
 
-    /* no AVX2, or an error: where it is, byte by byte */
+    /* very short, no AVX2, or an error: where it is, byte by byte */
 
 #endif
 
@@ -752,7 +817,7 @@ or_json_utf8(const unsigned char *p, const unsigned char *last,
         }
 
     } else {
-        *err = "invalid UTF-8";
+        *err = OR_JSON_BAD_UTF8;
         return p;
     }
 
@@ -765,7 +830,7 @@ or_json_utf8(const unsigned char *p, const unsigned char *last,
         }
 
         if (*p < lo || *p > hi) {
-            *err = "invalid UTF-8";
+            *err = OR_JSON_BAD_UTF8;
             return p;
         }
 
@@ -986,50 +1051,25 @@ or_json_find(const char *buf, size_t len, const char *key, size_t key_len,
 
 
 /*
- * The document's structure first (its strings' bytes >= 0x80 taken as
- * they are), then the UTF-8 of the part of it that held: a UTF-8 error
- * before the first structural one is the answer, as if both had been
- * checked in one pass.
+ * The document, its strings' UTF-8 checked as each ends (JSON outside
+ * strings is ASCII): the first error, structural or UTF-8, is the
+ * answer.  What was found past a UTF-8 error is dropped.
  */
 
 static or_json_rc_e
 or_json_check(const char *buf, size_t len, or_json_scan_t *out,
     or_json_find_t *find)
 {
-    size_t         limit, at, lead;
-    const char    *err;
+    size_t         at;
     or_json_rc_e   rc;
 
     rc = or_json_scan_text(buf, len, out, find);
 
-    if (rc == OR_JSON_EMPTY) {
+    if (rc != OR_JSON_SYNTAX || out->error != OR_JSON_BAD_UTF8) {
         return rc;
     }
 
-    limit = (rc == OR_JSON_SYNTAX || rc == OR_JSON_TOO_DEEP)
-            ? out->error_at : len;
-
-    /* a sequence cut by the structural error is looked at to its end */
-
-    err = NULL;
-    at = or_json_utf8_check((const unsigned char *) buf,
-                            or_json_min(len, limit + 3), &lead, &err);
-
-    if (err == NULL || at > limit || (at == limit && lead == at)) {
-        /*
-         * Valid, or broken only past the structural error, or at the very
-         * byte the structure refused: the structural answer stands.
-         */
-        return rc;
-    }
-
-    if (at == len && rc == OR_JSON_SYNTAX && out->error_at == len) {
-        /* cut by the end of input: "unterminated string" stands */
-        return rc;
-    }
-
-    out->error_at = at;
-    out->error = err;
+    at = out->error_at;
 
     if (out->model.end > at) {
         memset(&out->model, 0, sizeof(or_json_value_t));

@@ -895,6 +895,41 @@ tj_utf8_blocks(void)
     or_is_str(s.error, "unterminated string",
               "utf8 blocks: cut by the end: why");
 
+    /*
+     * a string's UTF-8 is checked from its first block with a byte >=
+     * 0x80: a valid character early in a long string, the error 300
+     * bytes on (the vector validator, then the exact place)
+     */
+
+    memcpy(doc, "{\"content\":\"\xc3\xa9", 14);
+    memset(doc + 14, 'a', 200);
+    memcpy(doc + 214, "\xe2\x28\xa1\"}", 5);
+
+    or_is_int(or_json_scan(doc, 219, &s), OR_JSON_SYNTAX,
+              "utf8 strings: an error far from the first character");
+    or_is_int(s.error_at, 215, "utf8 strings: ... where");
+
+    /* a character in the next string, in the same block: no error */
+
+    static const char  next[] = "{\"a\":\"x\",\"b\":\"\xc3\xa9\",\"model\":\"m\"}";
+
+    or_is_int(or_json_scan(next, sizeof(next) - 1, &s), OR_JSON_OK,
+              "utf8 strings: a character in the string after");
+
+    /* the first error wins: a control byte, then a bad byte; and back */
+
+    static const char  ctl[] = "{\"a\":\"\xc3\xa9\x01\xff\"}";
+    static const char  bad[] = "{\"a\":\"\xc3\xa9\xff\x01\"}";
+
+    or_is_int(or_json_scan(ctl, sizeof(ctl) - 1, &s), OR_JSON_SYNTAX,
+              "utf8 strings: control byte first: refused");
+    or_is_str(s.error, "control character in string",
+              "utf8 strings: control byte first: why");
+    or_is_int(or_json_scan(bad, sizeof(bad) - 1, &s), OR_JSON_SYNTAX,
+              "utf8 strings: bad byte first: refused");
+    or_is_str(s.error, "invalid UTF-8", "utf8 strings: bad byte first: why");
+    or_is_int(s.error_at, 8, "utf8 strings: bad byte first: where");
+
     /* a model span before the error is kept, one after it is not */
 
     static const char  cut[] =
