@@ -73,11 +73,11 @@ static void or_sse_dispatch(or_sse_t *s, or_sse_event_t *ev);
 static const char *or_sj_ws(const char *p, const char *e);
 static const char *or_sj_special(const char *p, const char *e);
 static const char *or_sj_str_end(const char *p, const char *e);
-static const char *or_sj_bracket(const char *p, const char *e);
 static const char *or_sj_skip(const char *p, const char *e, int depth);
 static const char *or_sj_get(const char *p, const char *e, const char *key);
-static void or_sj_members(const char *p, const char *e, or_sj_member_t *m,
-    size_t n);
+static const char *or_sj_members(const char *p, const char *e,
+    or_sj_member_t *m, size_t n, int to_end);
+static const char *or_sj_after(const char *p, const char *e);
 static int or_sj_null(const char *p, const char *e);
 static long or_sj_strlen(const char *p, const char *e, int *complete);
 static int or_sj_str_is(const char *p, const char *e, const char *lit);
@@ -591,56 +591,10 @@ or_sj_str_end(const char *p, const char *e)
 }
 
 
-/*
- * The next '"' or bracket from p, or e: 16 bytes at a time where SSE2 is.
- * A byte ORed with 0x20 is '{' only for '[' and '{', '}' only for ']' and
- * '}'.
- */
-
-static const char *
-or_sj_bracket(const char *p, const char *e)
-{
-#if (OR_SSE_SSE2)
-    unsigned  m;
-    __m128i   v, x;
-
-    while (e - p >= 16) {
-        v = _mm_loadu_si128((const __m128i *) p);
-        x = _mm_or_si128(v, _mm_set1_epi8(0x20));
-        m = (unsigned) _mm_movemask_epi8(
-                _mm_or_si128(
-                    _mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                    _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('{')),
-                                 _mm_cmpeq_epi8(x, _mm_set1_epi8('}')))));
-
-        if (m) {
-            return p + __builtin_ctz(m);
-        }
-
-        p += 16;
-    }
-#endif
-
-    while (p < e && *p != '"' && *p != '{' && *p != '}' && *p != '['
-           && *p != ']')
-    {
-        p++;
-    }
-
-    return p;
-}
-
-
-/*
- * Past the value at p.  An array or object is skipped by its brackets
- * (strings jumped over, whatever is between them not looked at): NULL
- * when it does not close before e or nests deeper than OR_SJ_DEPTH.
- */
-
 static const char *
 or_sj_skip(const char *p, const char *e, int depth)
 {
-    int  open;
+    char  open, close;
 
     p = or_sj_ws(p, e);
 
@@ -655,37 +609,65 @@ or_sj_skip(const char *p, const char *e, int depth)
 
     case '{':
     case '[':
-        open = 0;
+        if (depth >= OR_SJ_DEPTH) {
+            return NULL;
+        }
+
+        open = *p;
+        close = (open == '{') ? '}' : ']';
+        p = or_sj_ws(p + 1, e);
+
+        if (p < e && *p == close) {
+            return p + 1;
+        }
 
         for ( ;; ) {
-            if (*p == '"') {
-                p = or_sj_str_end(p, e);
-
-                if (p == NULL) {
-                    return NULL;
-                }
-
-            } else if (*p == '{' || *p == '[') {
-                if (depth + open >= OR_SJ_DEPTH) {
-                    return NULL;
-                }
-
-                open++;
-                p++;
-
-            } else {
-                p++;
-
-                if (--open == 0) {
-                    return p;
-                }
-            }
-
-            p = or_sj_bracket(p, e);
+            p = or_sj_ws(p, e);
 
             if (p >= e) {
                 return NULL;
             }
+
+            if (open == '{') {
+                if (*p != '"') {
+                    return NULL;
+                }
+
+                p = or_sj_str_end(p, e);
+                if (p == NULL) {
+                    return NULL;
+                }
+
+                p = or_sj_ws(p, e);
+
+                if (p >= e || *p != ':') {
+                    return NULL;
+                }
+
+                p++;
+            }
+
+            p = or_sj_skip(p, e, depth + 1);
+            if (p == NULL) {
+                return NULL;
+            }
+
+            p = or_sj_ws(p, e);
+
+            if (p >= e) {
+                return NULL;
+            }
+
+            if (*p == ',') {
+                p++;
+                continue;
+            }
+
+            if (*p == close) {
+                return p + 1;
+            }
+
+            return NULL;
         }
 
     default:
@@ -711,7 +693,7 @@ or_sj_get(const char *p, const char *e, const char *key)
     m.key = key;
     m.len = strlen(key);
 
-    or_sj_members(p, e, &m, 1);
+    (void) or_sj_members(p, e, &m, 1, 0);
 
     return m.val;
 }
@@ -720,11 +702,14 @@ or_sj_get(const char *p, const char *e, const char *key)
 /*
  * The values of the members named in m of the object at p, in one pass
  * over it: each the first of its name, as or_sj_get() finds it (NULL when
- * absent or past what can be read).
+ * absent or past what can be read).  Returns the end of the object when
+ * it was read to its '}' (with to_end, even when all were found before
+ * it), else NULL.
  */
 
-static void
-or_sj_members(const char *p, const char *e, or_sj_member_t *m, size_t n)
+static const char *
+or_sj_members(const char *p, const char *e, or_sj_member_t *m, size_t n,
+    int to_end)
 {
     size_t       i, left;
     const char  *k, *ke;
@@ -734,13 +719,13 @@ or_sj_members(const char *p, const char *e, or_sj_member_t *m, size_t n)
     }
 
     if (p == NULL) {
-        return;
+        return NULL;
     }
 
     p = or_sj_ws(p, e);
 
     if (p >= e || *p != '{') {
-        return;
+        return NULL;
     }
 
     left = n;
@@ -751,19 +736,19 @@ or_sj_members(const char *p, const char *e, or_sj_member_t *m, size_t n)
         ke = or_sj_str_end(p, e);
 
         if (ke == NULL) {
-            return;
+            return NULL;
         }
 
         p = or_sj_ws(ke, e);
 
         if (p >= e || *p != ':') {
-            return;
+            return NULL;
         }
 
         p = or_sj_ws(p + 1, e);
 
         if (p >= e) {
-            return;
+            return NULL;
         }
 
         for (i = 0; i < n; i++) {
@@ -772,8 +757,8 @@ or_sj_members(const char *p, const char *e, or_sj_member_t *m, size_t n)
             {
                 m[i].val = p;
 
-                if (--left == 0) {
-                    return;
+                if (--left == 0 && !to_end) {
+                    return NULL;
                 }
 
                 break;
@@ -782,17 +767,19 @@ or_sj_members(const char *p, const char *e, or_sj_member_t *m, size_t n)
 
         p = or_sj_skip(p, e, 1);
         if (p == NULL) {
-            return;
+            return NULL;
         }
 
         p = or_sj_ws(p, e);
 
         if (p >= e || *p != ',') {
-            return;
+            break;
         }
 
         p = or_sj_ws(p + 1, e);
     }
+
+    return (p < e && *p == '}') ? p + 1 : NULL;
 }
 
 
@@ -911,10 +898,15 @@ or_sj_next(const char *p, const char *e)
 {
     p = or_sj_skip(p, e, 1);
 
-    if (p == NULL) {
-        return NULL;
-    }
+    return (p == NULL) ? NULL : or_sj_after(p, e);
+}
 
+
+/* the element after the end of one (p just past it), NULL at the end */
+
+static const char *
+or_sj_after(const char *p, const char *e)
+{
     p = or_sj_ws(p, e);
 
     if (p >= e || *p != ',') {
@@ -1168,7 +1160,7 @@ or_sse_classify(const char *name, size_t name_len, const char *data,
 
         /* an unknown or no event name: the data's own "type" */
 
-        or_sj_members(p, e, top, OR_SSE_TOP_N);
+        (void) or_sj_members(p, e, top, OR_SSE_TOP_N, 0);
 
         v = top[OR_SSE_TOP_TYPE].val;
 
@@ -1430,7 +1422,7 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
 {
     int              text, tool, reasoning, nonempty, chunk;
     size_t           n;
-    const char      *choices, *c, *d, *v;
+    const char      *choices, *c, *d, *v, *end, *next;
     or_sj_member_t   choice[] = {
         or_sj_member("finish_reason"),
         or_sj_member("delta")
@@ -1472,9 +1464,12 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
     tool = 0;
     reasoning = 0;
 
-    for (c = or_sj_first(choices, e); c != NULL; c = or_sj_next(c, e)) {
+    for (c = or_sj_first(choices, e); c != NULL; c = next) {
 
-        or_sj_members(c, e, choice, OR_SSE_CHOICE_N);
+        /* the next choice from where this one's members ended */
+
+        end = or_sj_members(c, e, choice, OR_SSE_CHOICE_N, 1);
+        next = (end != NULL) ? or_sj_after(end, e) : or_sj_next(c, e);
 
         v = choice[OR_SSE_CHOICE_FINISH].val;
 
@@ -1488,7 +1483,7 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
             continue;
         }
 
-        or_sj_members(d, e, delta, OR_SSE_DELTA_N);
+        (void) or_sj_members(d, e, delta, OR_SSE_DELTA_N, 0);
 
         n = or_sse_text_bytes(delta[OR_SSE_DELTA_CONTENT].val, e, ev,
                               &nonempty);
