@@ -1163,11 +1163,18 @@ value:
         out->tools_count++;
     }
 
-    switch (*p) {
-
-    case '"':
+    if (*p == '"') {
+        /* most values of an agent's body: before the switch's jump */
         p = or_json_string(p + 1, last, &escaped, &err);
-        break;
+
+        if (err != NULL) {
+            goto syntax;
+        }
+
+        goto done_value;
+    }
+
+    switch (*p) {
 
     case '{':
     case '[':
