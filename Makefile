@@ -9,7 +9,8 @@
 #   make test    unit tests (plain and ASan/UBSan) + integration tests (prove)
 #   make demo    start nginx in the foreground on 127.0.0.1:8080 (demo config)
 #   make bench   wrk: module vs plain proxy_pass (real bodies, rewrite, SSE,
-#                pool size, memory), failover, Redis mirror; BENCH= picks
+#                pool size, memory), failover, Redis mirror, the core
+#                scanners alone (bench/core.sh); BENCH= picks
 #                scripts, knobs in bench/run.sh, e.g.
 #                make bench BENCH=run CASES="tiny pool" DURATION=10
 #   make fuzz    libFuzzer targets under fuzz/ (ASan, UBSan), FUZZ_SECONDS
@@ -45,7 +46,7 @@ CORE_CFLAGS := -std=gnu99 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
 ASAN_FLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer \
                -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
-BENCH       ?= run failover cluster
+BENCH       ?= run failover cluster core
 PROVE_ARGS  ?=
 
 NPM_DIR    := $(BUILD)/npm
