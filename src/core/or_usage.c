@@ -372,6 +372,12 @@ or_usage_step(or_usage_t *u, const char *p, const char *last)
         q = or_usage_run(p, last);
 
         if (q > p) {
+            if (q < last && *q == '"') {
+                /* and the closing quote, in the same step */
+                or_usage_value_end(u);
+                q++;
+            }
+
             return q - p;
         }
 
@@ -389,43 +395,35 @@ or_usage_step(or_usage_t *u, const char *p, const char *last)
         return 1;
 
     case OR_UL_KEY:
-        /* a run of key bytes at once; keys that matter are short */
+        /* a run of key bytes at once, and what ends it; keys that matter
+         * are short and have no escapes */
         q = or_usage_run(p, last);
+        n = q - p;
 
-        if (q > p) {
-            n = q - p;
-
-            if (u->klen + n <= OR_USAGE_KEY_MAX) {
-                memcpy(u->kbuf + u->klen, p, n);
-                u->klen += n;
-
-            } else {
-                u->klen = OR_USAGE_KEY_MAX + 1;
-            }
-
-            return n;
-        }
-
-        if (ch == '"') {
-            if (u->depth <= 3) {
-                u->key[u->depth] = or_usage_match(u);
-            }
-
-            u->lex = OR_UL_COLON;
-
-        } else if (ch == '\\') {
-            /* keys that matter have no escapes */
-            u->klen = OR_USAGE_KEY_MAX + 1;
-            u->lex = OR_UL_KEY_ESC;
-
-        } else if (u->klen < OR_USAGE_KEY_MAX) {
-            u->kbuf[u->klen++] = ch;
+        if (u->klen + n <= OR_USAGE_KEY_MAX) {
+            memcpy(u->kbuf + u->klen, p, n);
+            u->klen += n;
 
         } else {
             u->klen = OR_USAGE_KEY_MAX + 1;
         }
 
-        return 1;
+        if (q == last) {
+            return n;
+        }
+
+        if (*q == '\\') {
+            u->klen = OR_USAGE_KEY_MAX + 1;
+            u->lex = OR_UL_KEY_ESC;
+            return n + 1;
+        }
+
+        if (u->depth <= 3) {
+            u->key[u->depth] = or_usage_match(u);
+        }
+
+        u->lex = OR_UL_COLON;
+        return n + 1;
 
     case OR_UL_KEY_ESC:
         u->lex = OR_UL_KEY;
