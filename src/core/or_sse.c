@@ -7,14 +7,8 @@
 
 #include <string.h>
 
-#if (defined(__x86_64__) || defined(__SSE2__)) && defined(__GNUC__)
-#include <emmintrin.h>
-#define OR_SSE_SSE2  1
-#else
-#define OR_SSE_SSE2  0
-#endif
-
 #include "or_sse.h"
+#include "or_run.h"
 #include "or_hint.h"
 #include "or_classify.h"
 
@@ -71,7 +65,6 @@ static void or_sse_data_byte(or_sse_t *s, char c);
 static void or_sse_dispatch(or_sse_t *s, or_sse_event_t *ev);
 
 static const char *or_sj_ws(const char *p, const char *e);
-static const char *or_sj_special(const char *p, const char *e);
 static const char *or_sj_str_end(const char *p, const char *e);
 static const char *or_sj_skip(const char *p, const char *e, int depth);
 static const char *or_sj_get(const char *p, const char *e, const char *key);
@@ -536,37 +529,6 @@ or_sj_ws(const char *p, const char *e)
 }
 
 
-/* the next '"' or '\\' from p, or e: 16 bytes at a time where SSE2 is */
-
-static const char *
-or_sj_special(const char *p, const char *e)
-{
-#if (OR_SSE_SSE2)
-    unsigned  m;
-    __m128i   v;
-
-    while (e - p >= 16) {
-        v = _mm_loadu_si128((const __m128i *) p);
-        m = (unsigned) _mm_movemask_epi8(
-                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                             _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
-
-        if (m) {
-            return p + __builtin_ctz(m);
-        }
-
-        p += 16;
-    }
-#endif
-
-    while (p < e && *p != '"' && *p != '\\') {
-        p++;
-    }
-
-    return p;
-}
-
-
 /* past the string at p (at its '"'), NULL if it does not end */
 
 static const char *
@@ -575,7 +537,7 @@ or_sj_str_end(const char *p, const char *e)
     p++;
 
     for ( ;; ) {
-        p = or_sj_special(p, e);
+        p = or_run_plain(p, e);
 
         if (p >= e) {
             return NULL;

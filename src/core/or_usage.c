@@ -6,13 +6,7 @@
 #include <string.h>
 
 #include "or_usage.h"
-
-#if (defined(__x86_64__) || defined(__SSE2__)) && defined(__GNUC__)
-#include <emmintrin.h>
-#define OR_USAGE_SSE2  1
-#else
-#define OR_USAGE_SSE2  0
-#endif
+#include "or_run.h"
 
 
 /* the lexer's states */
@@ -89,7 +83,6 @@ static void or_usage_value_end(or_usage_t *u);
 static void or_usage_number_end(or_usage_t *u);
 static int or_usage_value_start(or_usage_t *u, char ch);
 static size_t or_usage_step(or_usage_t *u, const char *p, const char *last);
-static const char *or_usage_run(const char *p, const char *last);
 
 
 void
@@ -322,40 +315,6 @@ or_usage_value_start(or_usage_t *u, char ch)
 
 /* one byte (or a run of string bytes); returns how many were used */
 
-/*
- * Past the plain bytes of a string from p (to its '"' or '\\', or last):
- * the text of an answer, 16 bytes at a time where SSE2 is (every x86-64).
- */
-
-static const char *
-or_usage_run(const char *p, const char *last)
-{
-#if (OR_USAGE_SSE2)
-    unsigned  m;
-    __m128i   v;
-
-    while (last - p >= 16) {
-        v = _mm_loadu_si128((const __m128i *) p);
-        m = (unsigned) _mm_movemask_epi8(
-                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                             _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
-
-        if (m) {
-            return p + __builtin_ctz(m);
-        }
-
-        p += 16;
-    }
-#endif
-
-    while (p < last && *p != '"' && *p != '\\') {
-        p++;
-    }
-
-    return p;
-}
-
-
 static size_t
 or_usage_step(or_usage_t *u, const char *p, const char *last)
 {
@@ -369,7 +328,7 @@ or_usage_step(or_usage_t *u, const char *p, const char *last)
 
     case OR_UL_STRING:
         /* a run of plain string bytes at once */
-        q = or_usage_run(p, last);
+        q = or_run_plain(p, last);
 
         if (q > p) {
             if (q < last && *q == '"') {
@@ -397,7 +356,7 @@ or_usage_step(or_usage_t *u, const char *p, const char *last)
     case OR_UL_KEY:
         /* a run of key bytes at once, and what ends it; keys that matter
          * are short and have no escapes */
-        q = or_usage_run(p, last);
+        q = or_run_plain(p, last);
         n = q - p;
 
         if (u->klen + n <= OR_USAGE_KEY_MAX) {

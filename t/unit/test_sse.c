@@ -655,7 +655,7 @@ test_usage_only(void)
 }
 
 
-/* members after a skipped value: its brackets matched, its strings jumped */
+/* members after a skipped value: brackets and quotes inside its strings */
 
 static void
 test_skip(void)

@@ -1,0 +1,53 @@
+
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * The plain bytes of a JSON string's text, the run the readers of answers
+ * and events skip at once: from p to the next '"' or '\\' (or last), 16
+ * bytes at a time where SSE2 is (every x86-64).  Inline: it is what those
+ * readers do most.  The body scanner has its own (it refuses control
+ * bytes too, and goes wider on long runs).
+ */
+
+#ifndef _OR_RUN_H_INCLUDED_
+#define _OR_RUN_H_INCLUDED_
+
+
+#if (defined(__x86_64__) || defined(__SSE2__)) && defined(__GNUC__)
+#include <emmintrin.h>
+#define OR_RUN_SSE2  1
+#else
+#define OR_RUN_SSE2  0
+#endif
+
+
+static inline const char *
+or_run_plain(const char *p, const char *last)
+{
+#if (OR_RUN_SSE2)
+    unsigned  m;
+    __m128i   v;
+
+    while (last - p >= 16) {
+        v = _mm_loadu_si128((const __m128i *) p);
+        m = (unsigned) _mm_movemask_epi8(
+                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                             _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+
+        if (m) {
+            return p + __builtin_ctz(m);
+        }
+
+        p += 16;
+    }
+#endif
+
+    while (p < last && *p != '"' && *p != '\\') {
+        p++;
+    }
+
+    return p;
+}
+
+
+#endif /* _OR_RUN_H_INCLUDED_ */
