@@ -27,7 +27,6 @@ use WallMock;
 
 plan skip_all => 'redis-server not installed' unless RedisServer::available();
 
-my $CLI = -x '/usr/bin/redis-cli' ? '/usr/bin/redis-cli' : 'redis-cli';
 my $TOKEN = 'adm-cluster-lane-0123456789';
 $ENV{OMNI_TEST_API_TOKEN} = $TOKEN;
 
@@ -190,22 +189,8 @@ sub lane {
                 waits phase end reset_result)), $f{reserved} // "\0" x 5);
 }
 
-sub cli {
-    my ($data, @args) = @_;
-    my $f = $na->write_file('cli.in', $data);
-    my $pid = open(my $fh, '-|') // die "fork: $!";
-
-    if ($pid == 0) {
-        open STDIN, '<', $f or POSIX::_exit(127);
-        open STDERR, '>&', \*STDOUT;
-        exec $CLI, '-p', $redis->port, '-x', @args or POSIX::_exit(127);
-    }
-
-    my $out = do { local $/; <$fh> } // '';
-    close $fh;
-    $out =~ s/\s+\z//;
-    return $out;
-}
+# redis-cli -x: the last argument (the value, the message) from stdin
+sub cli { return $redis->cli_x(@_); }
 
 ###########################################################################
 

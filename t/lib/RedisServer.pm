@@ -128,6 +128,36 @@ sub cmd_in {
     return $r;
 }
 
+# redis-cli -x: the command with $data as its last argument, from stdin
+# (binary values and messages as they are); returns what redis-cli printed
+sub cli_x {
+    my ($self, $data, @args) = @_;
+
+    my $cli = -x '/usr/bin/redis-cli' ? '/usr/bin/redis-cli' : 'redis-cli';
+    my $in = "$self->{dir}/cli.in";
+
+    open my $w, '>:raw', $in or die "$in: $!";
+    print $w $data;
+    close $w;
+
+    my @auth = $self->{password}
+        ? ('-a', $self->{password}, '--no-auth-warning') : ();
+
+    my $pid = open(my $fh, '-|') // die "fork: $!";
+
+    if ($pid == 0) {
+        open STDIN, '<', $in or POSIX::_exit(127);
+        open STDERR, '>&', \*STDOUT;
+        exec $cli, '-p', $self->{port}, @auth, '-x', @args
+            or POSIX::_exit(127);
+    }
+
+    my $out = do { local $/; <$fh> } // '';
+    close $fh;
+    $out =~ s/\s+\z//;
+    return $out;
+}
+
 sub resp {
     my (@args) = @_;
     my $out = '*' . scalar(@args) . "\r\n";
