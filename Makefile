@@ -28,7 +28,7 @@ TEST_SO    := $(NGX_TBUILD)/ngx_http_omniroute_module.so
 
 DEB_PKGS   := nginx nginx-dev libhiredis-dev libjansson-dev libssl-dev \
               libpcre2-dev zlib1g-dev gcc make perl openssl curl
-TEST_PKGS  := redis-server wrk clang libclang-rt-14-dev prometheus chromium
+TEST_PKGS  := redis-server wrk clang libclang-rt-14-dev prometheus chromium valgrind
 
 CORE_SRCS  := $(wildcard src/core/*.c)
 CORE_HDRS  := $(wildcard src/core/*.h)

@@ -29,6 +29,15 @@
 #
 #   bench/run.sh                       (or: make bench, after make)
 #   CASES="tiny sse" DURATION=10 ROUNDS=5 bench/run.sh
+#   MEASURE=instr bench/run.sh         instructions per request instead
+#
+# MEASURE=instr runs the gateway under valgrind's callgrind (one process,
+# no master) and counts the instructions it executes per request, in its
+# own code, nginx's, the libraries' (not the kernel's): the same figure on
+# every run, however busy the machine, so it shows what a change moved
+# where req/s swing by 15 %.  Each side is warmed up for 1 s, then counted
+# over DURATION (3) seconds of wrk -c CONNS (4); ROUNDS is 1, and the
+# memory case is not run.
 #
 # Knobs (environment): DURATION (5 s per side and round), ROUNDS (3),
 # CONNS (50), THREADS (1), CASES (all, in the order above), POOL (500),
@@ -45,6 +54,14 @@
 # summary is also written to build/bench/summary.md.
 
 set -euo pipefail
+
+MEASURE=${MEASURE:-wrk}
+if [ "$MEASURE" = instr ]; then
+    DURATION=${DURATION:-3}
+    ROUNDS=${ROUNDS:-1}
+    CONNS=${CONNS:-4}
+    CASES=${CASES:-tiny rewrite-8k same-8k same-150k rewrite-150k sse pool}
+fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 prefix="$root/build/bench"
@@ -85,9 +102,16 @@ command -v wrk >/dev/null || die "wrk is not installed (make test-deps)"
 [ -f "$agent_body" ] && [ -f "$sse_file" ] \
     || die "fixtures not found in $fixtures (set FIXTURES)"
 [ "$POOL_COOLING" -lt "$POOL" ] || die "POOL_COOLING must be below POOL"
+case $MEASURE in
+    wrk) ;;
+    instr) command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
+               || die "MEASURE=instr: valgrind is not installed (make test-deps)" ;;
+    *) die "unknown MEASURE $MEASURE (wrk or instr)" ;;
+esac
 for c in $CASES; do
     case $c in
-        tiny|rewrite-8k|same-8k|same-150k|rewrite-150k|sse|pool|memory) ;;
+        tiny|rewrite-8k|same-8k|same-150k|rewrite-150k|sse|pool) ;;
+        memory) [ "$MEASURE" = wrk ] || die "the memory case is measured with wrk only" ;;
         *) die "unknown case $c" ;;
     esac
 done
@@ -112,16 +136,27 @@ stop_ngx() {
     kill -KILL "$pid" 2>/dev/null || true
 }
 
+# wait_port PORT [TRIES]: every 0.05 s
 wait_port() {
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 "${2:-100}"); do
         curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0
         sleep 0.05
     done
     die "nothing listens on port $1"
 }
 
-# the gateway and the pid of its worker
+# the gateway and the pid of its worker (MEASURE=instr: the one process,
+# under callgrind)
 start_gw() {
+    if [ "$MEASURE" = instr ]; then
+        rm -f "$prefix"/callgrind.out.*
+        valgrind --tool=callgrind --callgrind-out-file="$prefix/callgrind.out.%p" \
+            nginx -p "$prefix/" -c "$prefix/nginx.conf" -e "$prefix/error.log" \
+            -g 'daemon off; master_process off;' > "$prefix/valgrind.log" 2>&1 &
+        gw_worker=$!
+        wait_port "$gw_port" 1200
+        return
+    fi
     ngx "$prefix"
     wait_port "$gw_port"
     gw_worker=$(pgrep -P "$(cat "$prefix/nginx.pid")" | head -1)
@@ -260,9 +295,14 @@ sanity() {
 }
 
 # wrkrun PATH BODY CONNS: "rps p50 p99 errors cpu" (errors: non-2xx and
-# socket errors; cpu: the gateway worker's CPU time per request, in us)
+# socket errors; cpu: the gateway worker's CPU time per request, in us;
+# MEASURE=instr: the instructions it executed per request)
 wrkrun() {
     local t0 t1
+    if [ "$MEASURE" = instr ]; then
+        instrrun "$@"
+        return
+    fi
     t0=$(ticks "$gw_worker")
     wrk -t"$THREADS" -c"$3" -d"${DURATION}s" --timeout 30s --latency \
         -s "$root/bench/body.lua" "$url$1" -- "$2" > "$prefix/wrk.txt"
@@ -276,6 +316,39 @@ wrkrun() {
         /Socket errors/ { gsub(",", ""); bad += $4 + $6 + $8 + $10 }
         END { printf "%s %s %s %d %.0f\n", rps + 0, p50 ? p50 : "-",
                      p99 ? p99 : "-", bad, n ? t * 1e6 / hz / n : 0 }
+    ' "$prefix/wrk.txt"
+}
+
+# instrrun PATH BODY CONNS: wrkrun's line, instructions per request last
+instrrun() {
+    local dump n
+    wrk -t"$THREADS" -c"$3" -d1s --timeout 30s -s "$root/bench/body.lua" \
+        "$url$1" -- "$2" > /dev/null
+    callgrind_control -z "$gw_worker" > /dev/null 2>&1
+    wrk -t"$THREADS" -c"$3" -d"${DURATION}s" --timeout 30s --latency \
+        -s "$root/bench/body.lua" "$url$1" -- "$2" > "$prefix/wrk.txt"
+    n=$(ls "$prefix"/callgrind.out."$gw_worker".* 2>/dev/null | wc -l)
+    callgrind_control -d "$gw_worker" > /dev/null 2>&1
+    dump="$prefix/callgrind.out.$gw_worker.$((n + 1))"
+    for _ in $(seq 1 200); do
+        grep -q '^totals:' "$dump" 2>/dev/null && break
+        sleep 0.05
+    done
+    grep -q '^totals:' "$dump" 2>/dev/null || die "no callgrind dump $dump"
+    awk -v d="$dump" '
+        /Requests\/sec/ { rps = $2 }
+        / requests in / { n = $1 }
+        /^ +50%/ { p50 = $2 }
+        /^ +99%/ { p99 = $2 }
+        /Non-2xx/ { bad += $NF }
+        /Socket errors/ { gsub(",", ""); bad += $4 + $6 + $8 + $10 }
+        END {
+            while ((getline line < d) > 0) {
+                if (line ~ /^summary: /) { split(line, f, " "); ir = f[2] }
+            }
+            printf "%s %s %s %d %.0f\n", rps + 0, p50 ? p50 : "-",
+                   p99 ? p99 : "-", bad, n ? ir / n : 0
+        }
     ' "$prefix/wrk.txt"
 }
 
@@ -299,6 +372,12 @@ row() {
     local b bm be bc m mm me mc bl=${5:-} ml=${6:-}
     read -r b bm be bc <<<"$(stats "$3")"
     read -r m mm me mc <<<"$(stats "$4")"
+    if [ "$MEASURE" = instr ]; then
+        printf '| %s | %s | %s%s | %s%s | %s | %s | %s |\n' "$1" "$2" \
+            "${bl:+$bl: }" "$bc" "${ml:+$ml: }" "$mc" "$((mc - bc))" \
+            "$(ratio "$bc" "$mc")" "$((be + me))" >> "$table"
+        return
+    fi
     printf '| %s | %s | %s%s / %s | %s%s / %s | %s | %s | %s / %s | %s | %s |\n' \
         "$1" "$2" "${bl:+$bl: }" "$b" "$bm" "${ml:+$ml: }" "$m" "$mm" \
         "$(ratio "$m" "$b")" "$(ratio "$mm" "$bm")" "$bc" "$mc" \
@@ -331,14 +410,27 @@ run_case() {
             IFS='|' read -r label path file <<<"${sides[$j]}"
             read -r rps p50 p99 bad cpu <<<"$(wrkrun "$path" "$file" "$conns")"
             alive
-            printf 'round %d  %-18s %9.0f req/s  p50 %-9s p99 %-9s gw CPU %5s us/req  errors %s\n' \
-                "$i" "$label" "$rps" "$p50" "$p99" "$cpu" "$bad"
+            if [ "$MEASURE" = instr ]; then
+                printf 'round %d  %-18s %9.0f req/s (under callgrind)  %8s instructions/req  errors %s\n' \
+                    "$i" "$label" "$rps" "$cpu" "$bad"
+            else
+                printf 'round %d  %-18s %9.0f req/s  p50 %-9s p99 %-9s gw CPU %5s us/req  errors %s\n' \
+                    "$i" "$label" "$rps" "$p50" "$p99" "$cpu" "$bad"
+            fi
             echo "$rps $p50 $p99 $bad $cpu" >> "$res/$id.$j"
         done
     done
 
     for j in $(seq 0 $((n - 1))); do
         IFS='|' read -r label path file <<<"${sides[$j]}"
+        if [ "$MEASURE" = instr ]; then
+            read -r _ _ _ med <<<"$(stats "$res/$id.$j")"
+            printf '%-26s %9s instructions/req' "$label" "$med"
+            [ "$j" = 0 ] || printf '   %s / %s: %s' "${sides[0]%%|*}" "$label" \
+                "$(ratio "$(stats "$res/$id.0" | cut -d' ' -f4)" "$med")"
+            echo
+            continue
+        fi
         read -r best med bad <<<"$(stats "$res/$id.$j")"
         printf '%-26s best %9.0f  median %9.0f req/s' "$label" "$best" "$med"
         [ "$j" = 0 ] || printf '   ratio to %s: best %s, median %s' \
@@ -475,6 +567,7 @@ commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')
 git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit+dirty"
 echo "ngx_omniroute bench at $commit, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores," \
      "$(nginx -v 2>&1 | sed 's/.*: //')"
+[ "$MEASURE" = wrk ] || echo "MEASURE=instr: the gateway under callgrind; instructions per request"
 echo "wrk -t$THREADS -c$CONNS -d${DURATION}s, $ROUNDS rounds per case (order rotating);" \
      "gateway 1 worker, client_body_buffer_size $BODY_BUFFER; mock provider: a second nginx;" \
      "load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -509,7 +602,7 @@ for c in $CASES; do
         run_case pool "$CONNS" "plain|/plain-pool/chat/completions|$one" \
                  "module 1 conn|/omni/chat/completions|$one" \
                  "module $POOL conns|/omni/chat/completions|$many"
-        echo "module $POOL conns / 1 conn: best" \
+        [ "$MEASURE" = instr ] || echo "module $POOL conns / 1 conn: best" \
              "$(ratio "$(stats "$res/pool.2" | cut -d' ' -f1)" "$(stats "$res/pool.1" | cut -d' ' -f1)")," \
              "median $(ratio "$(stats "$res/pool.2" | cut -d' ' -f2)" "$(stats "$res/pool.1" | cut -d' ' -f2)")" \
              "(the $POOL-connection model answered from $(header X-OmniRoute-Connection))"
@@ -534,8 +627,13 @@ n=$(grep -c '\[error\]' "$prefix/error.log" || true)
     echo "ngx_omniroute $commit, wrk -c$CONNS -d${DURATION}s x $ROUNDS rounds, $(nproc) cores," \
          "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
-    echo "| # | case | plain r/s best / median | module r/s best / median | ratio best | ratio median | gw CPU us/req plain / module | CPU ratio | errors |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+    if [ "$MEASURE" = instr ]; then
+        echo "| # | case | plain instructions/req | module instructions/req | module extra | ratio plain / module | errors |"
+        echo "|---|---|---|---|---|---|---|"
+    else
+        echo "| # | case | plain r/s best / median | module r/s best / median | ratio best | ratio median | gw CPU us/req plain / module | CPU ratio | errors |"
+        echo "|---|---|---|---|---|---|---|---|---|"
+    fi
     cat "$table"
     if [ -s "${mem_table:-/nonexistent}" ]; then
         echo
