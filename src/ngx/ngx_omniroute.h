@@ -71,6 +71,7 @@ typedef struct {
 
 typedef struct {
     ngx_str_t                     id;
+    uint32_t                      state_hash;   /* of its record (T_CONN) */
     ngx_str_t                     provider_name;
     ngx_uint_t                    provider;     /* index into providers */
     ngx_str_t                     credential;   /* never logged */
@@ -125,6 +126,10 @@ typedef struct {
                                                 /* by scope: model, base
                                                    model, quota family;
                                                    empty: too long */
+    uint32_t                      lockout_hash[NGX_OMNIROUTE_LOCKOUT_SCOPES];
+                                                /* of those (T_LOCKOUT) */
+    uint32_t                      rejected_hash;    /* of lockout_key[0]
+                                                       in T_REJECTED */
     ngx_uint_t                    model_cap;    /* in flight of the model
                                                    on the connection; 0:
                                                    none */

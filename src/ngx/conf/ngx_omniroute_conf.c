@@ -535,6 +535,7 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     c->line = cf->conf_file->line;
 
     c->id = value[1];
+    c->state_hash = ngx_omniroute_store_hash(NGX_OMNIROUTE_T_CONN, &c->id);
     c->priority = 0;
     c->weight = 1;
     c->provider = NGX_CONF_UNSET_UINT;
@@ -1764,7 +1765,14 @@ ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
 
                 ngx_memcpy(rt->lockout_key[j].data, buf, len);
             }
+
+            rt->lockout_hash[j] = ngx_omniroute_store_hash(
+                                      NGX_OMNIROUTE_T_LOCKOUT,
+                                      &rt->lockout_key[j]);
         }
+
+        rt->rejected_hash = ngx_omniroute_store_hash(NGX_OMNIROUTE_T_REJECTED,
+                                                     &rt->lockout_key[0]);
     }
 
     /* stable insertion sort of this target's connections by priority */

@@ -626,8 +626,9 @@ ngx_omniroute_lease_eligible(ngx_omniroute_main_conf_t *omcf,
         view.breaker = &cb;
     }
 
-    if (ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_CONN,
-                                 &conn->id, &cs, sizeof(or_conn_state_t))
+    if (ngx_omniroute_store_read_hashed(&omcf->store, NGX_OMNIROUTE_T_CONN,
+                                        &conn->id, conn->state_hash, &cs,
+                                        sizeof(or_conn_state_t))
         == NGX_OK)
     {
         view.conn = &cs;

@@ -229,7 +229,7 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
     or_conn_state_t                  cs;
     or_exclusion_e                   excl;
     ngx_omniroute_store_t           *st;
-    ngx_omniroute_candidate_t       *cand, **slot;
+    ngx_omniroute_candidate_t        c, *cand, **slot;
     ngx_omniroute_main_conf_t       *omcf;
     ngx_omniroute_provider_state_t  *ps;
 
@@ -241,29 +241,20 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
         return NGX_ERROR;
     }
 
-    cand = ngx_pcalloc(ctx->request->pool, sizeof(ngx_omniroute_candidate_t));
-    if (cand == NULL) {
-        return NGX_ERROR;
-    }
+    /*
+     * Built here and copied to the pool once it is eligible: an excluded
+     * route (a pool's cooling connections, passed over on every request)
+     * allocates nothing but its exclusion.
+     */
+
+    ngx_memzero(&c, sizeof(ngx_omniroute_candidate_t));
+    cand = &c;
 
     cand->route = route;
     cand->conn = route->conn;
     cand->provider = route->provider;
     cand->target = route->target;
     cand->settings = &ps->settings;
-
-    if (route->conn->rate_limit_reset) {
-        /* R-CD-3: the connection's own reset, after an upstream hint */
-
-        cand->settings = ngx_palloc(ctx->request->pool,
-                                    sizeof(ngx_omniroute_settings_t));
-        if (cand->settings == NULL) {
-            return NGX_ERROR;
-        }
-
-        *cand->settings = ps->settings;
-        cand->settings->cooldown.override_ms = route->conn->rate_limit_reset;
-    }
 
     if (omcf->shm_zone) {
         st = &omcf->store;
@@ -277,9 +268,10 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
             view.breaker = &ps->breaker;
         }
 
-        if (ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_CONN,
-                                     &route->conn->id, &cs,
-                                     sizeof(or_conn_state_t))
+        if (ngx_omniroute_store_read_hashed(st, NGX_OMNIROUTE_T_CONN,
+                                            &route->conn->id,
+                                            route->conn->state_hash, &cs,
+                                            sizeof(or_conn_state_t))
             == NGX_OK)
         {
             view.conn = &cs;
@@ -309,8 +301,10 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
         {
             for (i = 0; i < NGX_OMNIROUTE_LOCKOUT_SCOPES; i++) {
                 if (route->lockout_key[i].len
-                    && ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_LOCKOUT,
+                    && ngx_omniroute_store_read_hashed(st,
+                                                NGX_OMNIROUTE_T_LOCKOUT,
                                                 &route->lockout_key[i],
+                                                route->lockout_hash[i],
                                                 &lockout[i],
                                                 sizeof(or_lockout_t))
                        == NGX_OK)
@@ -323,9 +317,10 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
 
         if (!excluded && route->lockout_key[0].len
             && !ngx_omniroute_store_empty(st, NGX_OMNIROUTE_T_REJECTED)
-            && ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_REJECTED,
-                                        &route->lockout_key[0], &rejected,
-                                        sizeof(or_lockout_t))
+            && ngx_omniroute_store_read_hashed(st, NGX_OMNIROUTE_T_REJECTED,
+                                               &route->lockout_key[0],
+                                               route->rejected_hash,
+                                               &rejected, sizeof(or_lockout_t))
                == NGX_OK)
         {
             view.rejected = &rejected;
@@ -372,6 +367,26 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
 
             return NGX_DECLINED;
         }
+    }
+
+    cand = ngx_palloc(ctx->request->pool, sizeof(ngx_omniroute_candidate_t));
+    if (cand == NULL) {
+        return NGX_ERROR;
+    }
+
+    *cand = c;
+
+    if (route->conn->rate_limit_reset) {
+        /* R-CD-3: the connection's own reset, after an upstream hint */
+
+        cand->settings = ngx_palloc(ctx->request->pool,
+                                    sizeof(ngx_omniroute_settings_t));
+        if (cand->settings == NULL) {
+            return NGX_ERROR;
+        }
+
+        *cand->settings = ps->settings;
+        cand->settings->cooldown.override_ms = route->conn->rate_limit_reset;
     }
 
     slot = ngx_array_push(&ctx->candidates);

@@ -71,7 +71,6 @@ static void ngx_omniroute_store_rbtree_insert(ngx_rbtree_node_t *temp,
     ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
 static ngx_int_t ngx_omniroute_node_cmp(ngx_omniroute_node_t *a,
     ngx_uint_t table, u_char *key, size_t len);
-static uint32_t ngx_omniroute_store_hash(ngx_uint_t table, ngx_str_t *key);
 static ngx_omniroute_node_t *ngx_omniroute_store_lookup(
     ngx_omniroute_sh_t *sh, ngx_uint_t table, ngx_str_t *key,
     uint32_t hash);
@@ -641,7 +640,29 @@ ngx_int_t
 ngx_omniroute_store_read(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_str_t *key, void *value, size_t size)
 {
-    uint32_t               hash;
+    if (table >= NGX_OMNIROUTE_T_COUNT
+        || ngx_omniroute_store_empty(st, table)
+        || key->len > NGX_OMNIROUTE_KEY_MAX)
+    {
+        return NGX_DECLINED;
+    }
+
+    return ngx_omniroute_store_read_hashed(st, table, key,
+                                           ngx_omniroute_store_hash(table, key),
+                                           value, size);
+}
+
+
+/*
+ * The same with the key's hash (ngx_omniroute_store_hash()) computed
+ * beforehand: the keys configuration knows (a connection's, a route's
+ * lockouts) are hashed once, at configuration time.
+ */
+
+ngx_int_t
+ngx_omniroute_store_read_hashed(ngx_omniroute_store_t *st, ngx_uint_t table,
+    ngx_str_t *key, uint32_t hash, void *value, size_t size)
+{
     ngx_int_t              rc;
     ngx_omniroute_node_t  *sn;
 
@@ -651,8 +672,6 @@ ngx_omniroute_store_read(ngx_omniroute_store_t *st, ngx_uint_t table,
     {
         return NGX_DECLINED;
     }
-
-    hash = ngx_omniroute_store_hash(table, key);
 
     ngx_shmtx_lock(&st->shpool->mutex);
 
@@ -1217,7 +1236,9 @@ ngx_omniroute_store_event(ngx_omniroute_sh_t *sh, ngx_uint_t table,
 }
 
 
-static uint32_t
+/* a record's place in the tree: the crc32 of its table and key */
+
+uint32_t
 ngx_omniroute_store_hash(ngx_uint_t table, ngx_str_t *key)
 {
     u_char    t;

@@ -242,6 +242,10 @@ ngx_uint_t ngx_omniroute_store_empty(ngx_omniroute_store_t *st,
     ngx_uint_t table);
 ngx_int_t ngx_omniroute_store_read(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_str_t *key, void *value, size_t size);
+uint32_t ngx_omniroute_store_hash(ngx_uint_t table, ngx_str_t *key);
+ngx_int_t ngx_omniroute_store_read_hashed(ngx_omniroute_store_t *st,
+    ngx_uint_t table, ngx_str_t *key, uint32_t hash, void *value,
+    size_t size);
 ngx_int_t ngx_omniroute_store_update(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_str_t *key, size_t size,
     ngx_omniroute_update_pt update, void *arg, ngx_uint_t remote);
