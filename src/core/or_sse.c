@@ -79,6 +79,9 @@ static const char *or_sj_next(const char *p, const char *e);
 static size_t or_sj_decode(const char *p, const char *e, char *out,
     size_t size);
 
+static void or_sse_what(const char *name, size_t name_len,
+    const char *data, size_t data_len, size_t data_total,
+    or_sse_event_t *ev);
 static void or_sse_kind(or_sse_event_t *ev, or_sse_kind_e kind,
     unsigned content, unsigned progress);
 static int or_sse_anthropic(const char *type, size_t tlen, const char *p,
@@ -1061,6 +1064,43 @@ void
 or_sse_classify(const char *name, size_t name_len, const char *data,
     size_t data_len, size_t data_total, or_sse_event_t *ev)
 {
+    ev->usage = 0;
+
+    or_sse_what(name, name_len, data, data_len, data_total, ev);
+
+    switch (ev->kind) {
+
+    case OR_SSE_EV_TEXT:
+    case OR_SSE_EV_REASONING:
+    case OR_SSE_EV_TOOL:
+    case OR_SSE_EV_META:
+        if (ev->format != OR_SSE_FMT_CHAT) {
+            /* Anthropic's message_start and message_delta, say */
+            ev->usage |= (ev->kind == OR_SSE_EV_META);
+        }
+        break;
+
+    case OR_SSE_EV_DONE:
+        /* Responses' response.completed, not Chat's [DONE] */
+        ev->usage |= (ev->format != OR_SSE_FMT_CHAT);
+        break;
+
+    case OR_SSE_EV_HEARTBEAT:
+    case OR_SSE_EV_NONE:
+        break;
+
+    default:
+        ev->usage = 1;
+    }
+
+    ev->usage |= ev->truncated;
+}
+
+
+static void
+or_sse_what(const char *name, size_t name_len, const char *data,
+    size_t data_len, size_t data_total, or_sse_event_t *ev)
+{
     size_t           tlen;
     const char      *p, *e, *v, *type;
     or_sj_member_t   top[] = {
@@ -1406,6 +1446,8 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
     chunk = or_sj_str_is(v, e, "chat.completion.chunk");
 
     d = top[OR_SSE_TOP_USAGE].val;
+
+    ev->usage = (d != NULL && *d == '{');
 
     if (choices == NULL || *choices != '[') {
         if (!chunk && d == NULL) {

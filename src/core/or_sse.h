@@ -86,6 +86,14 @@ typedef struct {
     unsigned         truncated:1;   /* data longer than OR_SSE_DATA_MAX */
     unsigned         usage_only:1;  /* Chat: the usage chunk, a "usage"
                                        object and no choice (choices []) */
+    unsigned         usage:1;       /* may carry token usage, worth a
+                                       look: Chat a top-level "usage"
+                                       object; Anthropic and Responses
+                                       every event but their text,
+                                       reasoning and tool deltas (whose
+                                       shapes have none); an error, an
+                                       event of no known shape and one
+                                       cut by the data bound */
     size_t           text_bytes;    /* UTF-8 bytes of text deltas */
     int              status;        /* OR_SSE_EV_ERROR: HTTP status it
                                        stands for, or_sse_error_status() */

@@ -8,6 +8,7 @@
  */
 
 
+#define _GNU_SOURCE             /* memmem */
 #include <stdlib.h>
 
 #include "or_test.h"
@@ -24,25 +25,28 @@ typedef struct {
     int          first_content; /* index of the commit point, -1: none */
     int          error_status;  /* 0: no error event */
     size_t       text_bytes;
+    const char   *usage;        /* 'u' per event that may carry usage */
 } fixture_t;
 
 
 static const fixture_t  fixtures[] = {
     { "anthropic-messages.sse", "MMHRrMMTTMLLLMMD", OR_SSE_FMT_ANTHROPIC,
-      3, 0, 25 },
+      3, 0, 25, "uu...uu..u...uuu" },
     { "anthropic-error-after-start.sse", "MMHE", OR_SSE_FMT_ANTHROPIC,
-      -1, 529, 0 },
-    { "openai-chat.sse", "MTTLLMMD", OR_SSE_FMT_CHAT, 1, 0, 11 },
+      -1, 529, 0, "uu.u" },
+    { "openai-chat.sse", "MTTLLMMD", OR_SSE_FMT_CHAT, 1, 0, 11, "......u." },
     { "openai-chat-error-after-role.sse", "ME", OR_SSE_FMT_CHAT, -1, 500,
-      0 },
-    { "openai-chat-reasoning.sse", "HMRHRTMD", OR_SSE_FMT_CHAT, 2, 0, 5 },
+      0, ".u" },
+    { "openai-chat-reasoning.sse", "HMRHRTMD", OR_SSE_FMT_CHAT, 2, 0, 5,
+      "........" },
     { "openai-chat-error-after-content.sse", "MTE", OR_SSE_FMT_CHAT, 1, 500,
-      5 },
-    { "openai-responses.sse", "MMMRMMMTTMD", OR_SSE_FMT_RESPONSES, 3, 0, 8 },
+      5, "..u" },
+    { "openai-responses.sse", "MMMRMMMTTMD", OR_SSE_FMT_RESPONSES, 3, 0, 8,
+      "uuu.uuu..uu" },
     { "openai-responses-error-event.sse", "MME", OR_SSE_FMT_RESPONSES, -1,
-      429, 0 },
+      429, 0, "uuu" },
     { "openai-responses-failed-after-created.sse", "MME",
-      OR_SSE_FMT_RESPONSES, -1, 500, 0 },
+      OR_SSE_FMT_RESPONSES, -1, 500, 0, "uuu" },
 };
 
 
@@ -54,6 +58,8 @@ typedef struct {
     size_t        text_bytes;
     size_t        bytes;
     or_sse_format_e  format;
+    char          usage[256];   /* 'u': ev->usage, '.': not */
+    size_t        usage_missed; /* "usage" in its data, not flagged */
 } result_t;
 
 
@@ -98,10 +104,21 @@ record(result_t *r, const or_sse_event_t *ev)
         r->error_status = ev->status;
     }
 
+    if (r->n < sizeof(r->usage) - 1) {
+        r->usage[r->n] = ev->usage ? 'u' : '.';
+    }
+
+    if (!ev->usage && ev->data_len >= 7
+        && memmem(ev->data, ev->data_len, "\"usage\"", 7) != NULL)
+    {
+        r->usage_missed++;
+    }
+
     r->text_bytes += ev->text_bytes;
     r->bytes += ev->bytes;
     r->n++;
     r->kinds[r->n < sizeof(r->kinds) ? r->n : sizeof(r->kinds) - 1] = '\0';
+    r->usage[r->n < sizeof(r->usage) ? r->n : sizeof(r->usage) - 1] = '\0';
 }
 
 
@@ -232,6 +249,11 @@ test_fixture(const fixture_t *fx)
               "R-STREAM-2 %s: text bytes", fx->file);
     or_is_int(whole.bytes, len, "%s: every byte belongs to an event",
               fx->file);
+    or_is_str(whole.usage, fx->usage,
+              "R-STREAM-2 %s: the events that may carry usage", fx->file);
+    or_is_int(whole.usage_missed, 0,
+              "R-STREAM-2 %s: every event with a \"usage\" is looked at",
+              fx->file);
 
     /* split at every size: the same events (incremental, R-STREAM-1) */
 
@@ -241,6 +263,7 @@ test_fixture(const fixture_t *fx)
         scan(buf, len, step, &part);
 
         if (strcmp(part.kinds, whole.kinds) != 0
+            || strcmp(part.usage, whole.usage) != 0
             || part.text_bytes != whole.text_bytes
             || part.error_status != whole.error_status
             || part.bytes != len)
@@ -652,6 +675,69 @@ test_usage_only(void)
     one("event: response.completed\ndata: {\"type\":\"response.completed\","
         "\"response\":{\"usage\":{\"input_tokens\":1}}}\n\n", &ev);
     or_ok(!ev.usage_only, "usage only: Chat only");
+    or_ok(ev.usage, "may carry usage: response.completed");
+}
+
+
+/* which events are looked at for token usage (ev->usage) */
+
+static void
+test_usage_flag(void)
+{
+    char            *big;
+    size_t           n;
+    or_sse_event_t   ev;
+
+    one("data: {\"object\":\"chat.completion.chunk\",\"choices\":[{"
+        "\"index\":0,\"delta\":{\"content\":\"x\"}}],"
+        "\"usage\":{\"prompt_tokens\":1}}\n\n", &ev);
+    or_ok(ev.usage && ev.kind == OR_SSE_EV_TEXT,
+          "may carry usage: a Chat content chunk with usage (continuous "
+          "usage)");
+
+    one("data: {\"object\":\"chat.completion.chunk\",\"choices\":[{"
+        "\"index\":0,\"delta\":{\"content\":\"usage\"}}]}\n\n", &ev);
+    or_ok(!ev.usage, "may carry usage: not a Chat chunk without one");
+
+    one("data: {\"object\":\"chat.completion.chunk\",\"choices\":[],"
+        "\"usage\":null}\n\n", &ev);
+    or_ok(!ev.usage, "may carry usage: not a null usage");
+
+    one("data: [DONE]\n\n", &ev);
+    or_ok(!ev.usage, "may carry usage: not [DONE]");
+
+    one("event: message_delta\ndata: {\"type\":\"message_delta\","
+        "\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":"
+        "{\"output_tokens\":9}}\n\n", &ev);
+    or_ok(ev.usage, "may carry usage: Anthropic message_delta");
+
+    one("event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+        "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":"
+        "\"\\\"usage\\\"\"}}\n\n", &ev);
+    or_ok(!ev.usage && ev.kind == OR_SSE_EV_TEXT,
+          "may carry usage: not an Anthropic text delta");
+
+    one("data: {\"candidates\":[{\"content\":{}}],\"usageMetadata\":"
+        "{\"promptTokenCount\":3}}\n\n", &ev);
+    or_ok(ev.usage, "may carry usage: an event of no known shape");
+
+    one("data: {\"error\":{\"message\":\"boom\"}}\n\n", &ev);
+    or_ok(ev.usage, "may carry usage: an error event");
+
+    /* a chunk longer than the kept data: its usage may be past it */
+
+    n = OR_SSE_DATA_MAX + 200;
+    big = malloc(n + 200);
+    n = (size_t) sprintf(big, "data: {\"object\":\"chat.completion.chunk\","
+                         "\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                         "\"");
+    memset(big + n, 'a', OR_SSE_DATA_MAX);
+    n += OR_SSE_DATA_MAX;
+    n += (size_t) sprintf(big + n, "\"}}]}\n\n");
+    one(big, &ev);
+    or_ok(ev.truncated && ev.usage,
+          "may carry usage: an event cut by the data bound");
+    free(big);
 }
 
 
@@ -721,6 +807,7 @@ main(void)
     test_bound();
     test_error_events();
     test_usage_only();
+    test_usage_flag();
     test_skip();
     test_data_span();
 

@@ -683,7 +683,7 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     or_watch_event(&ctx->watch, ev, now);
 
-    if (ev->data_len) {
+    if (ev->data_len && ev->usage) {
         /* the token usage a stream reports (metrics) */
         ngx_omniroute_stream_usage(sr, a, ev, raw);
     }
