@@ -72,6 +72,7 @@ typedef struct {
 typedef struct {
     ngx_str_t                     id;
     uint32_t                      state_hash;   /* of its record (T_CONN) */
+    ngx_omniroute_store_cache_t  *state_cache;  /* this worker's copy */
     ngx_str_t                     provider_name;
     ngx_uint_t                    provider;     /* index into providers */
     ngx_str_t                     credential;   /* never logged */

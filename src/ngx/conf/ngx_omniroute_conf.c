@@ -536,6 +536,12 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     c->id = value[1];
     c->state_hash = ngx_omniroute_store_hash(NGX_OMNIROUTE_T_CONN, &c->id);
+
+    c->state_cache = ngx_pcalloc(cf->pool,
+                                 sizeof(ngx_omniroute_store_cache_t));
+    if (c->state_cache == NULL) {
+        return NGX_CONF_ERROR;
+    }
     c->priority = 0;
     c->weight = 1;
     c->provider = NGX_CONF_UNSET_UINT;

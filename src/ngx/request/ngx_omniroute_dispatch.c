@@ -93,10 +93,11 @@ ngx_omniroute_admit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     view.breaker_conf = &cand->settings->breaker;
 
     if ((reads & OR_PLAN_READ_CONN)
-        && ngx_omniroute_store_read_hashed(&omcf->store,
+        && ngx_omniroute_store_read_cached(&omcf->store,
                                            NGX_OMNIROUTE_T_CONN,
                                            &cand->conn->id,
-                                           cand->conn->state_hash, &cs,
+                                           cand->conn->state_hash,
+                                           cand->conn->state_cache, &cs,
                                            sizeof(or_conn_state_t))
            == NGX_OK)
     {

@@ -626,8 +626,9 @@ ngx_omniroute_lease_eligible(ngx_omniroute_main_conf_t *omcf,
         view.breaker = &cb;
     }
 
-    if (ngx_omniroute_store_read_hashed(&omcf->store, NGX_OMNIROUTE_T_CONN,
-                                        &conn->id, conn->state_hash, &cs,
+    if (ngx_omniroute_store_read_cached(&omcf->store, NGX_OMNIROUTE_T_CONN,
+                                        &conn->id, conn->state_hash,
+                                        conn->state_cache, &cs,
                                         sizeof(or_conn_state_t))
         == NGX_OK)
     {

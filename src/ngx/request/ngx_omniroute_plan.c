@@ -268,9 +268,10 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
             view.breaker = &ps->breaker;
         }
 
-        if (ngx_omniroute_store_read_hashed(st, NGX_OMNIROUTE_T_CONN,
+        if (ngx_omniroute_store_read_cached(st, NGX_OMNIROUTE_T_CONN,
                                             &route->conn->id,
-                                            route->conn->state_hash, &cs,
+                                            route->conn->state_hash,
+                                            route->conn->state_cache, &cs,
                                             sizeof(or_conn_state_t))
             == NGX_OK)
         {

@@ -71,6 +71,9 @@ static void ngx_omniroute_store_rbtree_insert(ngx_rbtree_node_t *temp,
     ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
 static ngx_int_t ngx_omniroute_node_cmp(ngx_omniroute_node_t *a,
     ngx_uint_t table, u_char *key, size_t len);
+static ngx_omniroute_node_t *ngx_omniroute_store_find(
+    ngx_omniroute_store_t *st, ngx_uint_t table, ngx_str_t *key,
+    uint32_t hash);
 static ngx_omniroute_node_t *ngx_omniroute_store_lookup(
     ngx_omniroute_sh_t *sh, ngx_uint_t table, ngx_str_t *key,
     uint32_t hash);
@@ -303,6 +306,10 @@ ngx_omniroute_store_create(ngx_omniroute_store_t *st,
 
     sh->nevents = n;
     sh->next_seq = 1;
+
+    for (n = 0; n < NGX_OMNIROUTE_T_COUNT; n++) {
+        sh->gen[n] = 1;
+    }
 
     /* in-flight counters: about 1/64 of the zone */
 
@@ -595,6 +602,7 @@ ngx_omniroute_store_copy(ngx_omniroute_store_t *st, ngx_omniroute_node_t *osn)
     ngx_queue_insert_tail(&sh->lru[class], &sn->queue);
 
     sh->records[sn->table]++;
+    sh->gen[sn->table]++;
     sh->bytes[class] += chunk;
 
     return NGX_OK;
@@ -675,17 +683,7 @@ ngx_omniroute_store_read_hashed(ngx_omniroute_store_t *st, ngx_uint_t table,
 
     ngx_shmtx_lock(&st->shpool->mutex);
 
-    sn = ngx_omniroute_store_lookup(st->sh, table, key, hash);
-
-    if (sn && sn->expires && sn->expires <= ngx_omniroute_now()) {
-        /*
-         * It holds nothing worth keeping any more (a tombstone, a lapsed
-         * lockout or pin): gone, so that the table returns to empty and
-         * reads go without the lock again.  Peers expire their own copy.
-         */
-        ngx_omniroute_store_free(st, sn);
-        sn = NULL;
-    }
+    sn = ngx_omniroute_store_find(st, table, key, hash);
 
     if (sn && sn->size == ngx_align(size, sizeof(uint64_t))) {
         ngx_memcpy(value, sn->data, size);
@@ -698,6 +696,95 @@ ngx_omniroute_store_read_hashed(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_shmtx_unlock(&st->shpool->mutex);
 
     return rc;
+}
+
+
+/*
+ * The same through a worker's copy of the record: while the table has not
+ * changed since the copy was read (its generation, read without the lock)
+ * and the record has not expired, the copy is the record, and neither the
+ * lock nor the tree is needed.  A pool's cooling connections, checked on
+ * every request, cost a copy each.  Such a read does not move the record
+ * up its LRU queue: the tables read this way are config-keyed (one record
+ * per connection), whose class overflows only in a zone too small for the
+ * configuration.
+ */
+
+ngx_int_t
+ngx_omniroute_store_read_cached(ngx_omniroute_store_t *st, ngx_uint_t table,
+    ngx_str_t *key, uint32_t hash, ngx_omniroute_store_cache_t *cache,
+    void *value, size_t size)
+{
+    ngx_int_t              rc;
+    ngx_omniroute_node_t  *sn;
+
+    if (cache == NULL || size > NGX_OMNIROUTE_CACHE_VALUE) {
+        return ngx_omniroute_store_read_hashed(st, table, key, hash, value,
+                                               size);
+    }
+
+    if (table >= NGX_OMNIROUTE_T_COUNT
+        || ngx_omniroute_store_empty(st, table)
+        || key->len > NGX_OMNIROUTE_KEY_MAX)
+    {
+        return NGX_DECLINED;
+    }
+
+    if (cache->gen == *(volatile uint64_t *) &st->sh->gen[table]
+        && (cache->expires == 0 || cache->expires > ngx_omniroute_now()))
+    {
+        if (cache->rc == NGX_OK) {
+            ngx_memcpy(value, cache->value, size);
+        }
+
+        return cache->rc;
+    }
+
+    ngx_shmtx_lock(&st->shpool->mutex);
+
+    sn = ngx_omniroute_store_find(st, table, key, hash);
+
+    if (sn && sn->size == ngx_align(size, sizeof(uint64_t))) {
+        ngx_memcpy(value, sn->data, size);
+        ngx_memcpy(cache->value, sn->data, size);
+        cache->expires = sn->expires;
+        rc = NGX_OK;
+
+    } else {
+        cache->expires = 0;
+        rc = NGX_DECLINED;
+    }
+
+    cache->rc = rc;
+    cache->gen = st->sh->gen[table];
+
+    ngx_shmtx_unlock(&st->shpool->mutex);
+
+    return rc;
+}
+
+
+/*
+ * The record of a key under the lock, or NULL; one that expired is freed
+ * first (it holds nothing worth keeping any more: a tombstone, a lapsed
+ * lockout or pin), so that the table returns to empty and reads go
+ * without the lock again.  Peers expire their own copy.
+ */
+
+static ngx_omniroute_node_t *
+ngx_omniroute_store_find(ngx_omniroute_store_t *st, ngx_uint_t table,
+    ngx_str_t *key, uint32_t hash)
+{
+    ngx_omniroute_node_t  *sn;
+
+    sn = ngx_omniroute_store_lookup(st->sh, table, key, hash);
+
+    if (sn && sn->expires && sn->expires <= ngx_omniroute_now()) {
+        ngx_omniroute_store_free(st, sn);
+        sn = NULL;
+    }
+
+    return sn;
 }
 
 
@@ -1182,6 +1269,9 @@ ngx_omniroute_store_apply(ngx_omniroute_store_t *st, ngx_omniroute_node_t *sn,
 
     expires = sn->expires;
 
+    /* whatever update() says, the workers' copies are read again */
+    st->sh->gen[table]++;
+
     switch (update(sn->data, arg, &expires)) {
 
     case NGX_OMNIROUTE_CHANGED:
@@ -1403,6 +1493,7 @@ ngx_omniroute_store_insert(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_queue_insert_head(&sh->lru[class], &sn->queue);
 
     sh->records[table]++;
+    sh->gen[table]++;
     sh->bytes[class] += chunk;
 
     return sn;
@@ -1419,6 +1510,7 @@ ngx_omniroute_store_free(ngx_omniroute_store_t *st, ngx_omniroute_node_t *sn)
     class = ngx_omniroute_class_of(sn);
 
     sh->records[sn->table]--;
+    sh->gen[sn->table]++;
     sh->bytes[class] -= ngx_omniroute_store_chunk(
                             ngx_omniroute_node_size(sn->size, sn->key_len));
 

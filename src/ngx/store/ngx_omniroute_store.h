@@ -176,6 +176,11 @@ typedef struct {
     size_t                        bytes[NGX_OMNIROUTE_EC_COUNT];
     size_t                        client_max;   /* session + strategy bytes */
     ngx_uint_t                    records[NGX_OMNIROUTE_T_COUNT];
+    uint64_t                      gen[NGX_OMNIROUTE_T_COUNT];
+                                                /* changes of each table:
+                                                   a record created,
+                                                   changed or freed; from
+                                                   1, under the lock */
     ngx_uint_t                    evictions;
     ngx_uint_t                    alloc_failures;
     ngx_uint_t                    dropped;      /* breakers and connection
@@ -231,6 +236,22 @@ typedef struct {
 } ngx_omniroute_store_op_t;
 
 
+/*
+ * One worker's copy of one record, valid while its table's generation is
+ * the one it was read at (ngx_omniroute_store_read_cached()).  Kept in
+ * configuration memory, which every worker has a copy of, as the
+ * round-robin upstream keeps its peers' current weights.
+ */
+#define NGX_OMNIROUTE_CACHE_VALUE  64
+
+typedef struct {
+    uint64_t                      gen;          /* 0: nothing read yet */
+    or_msec_t                     expires;      /* the record's; 0: none */
+    ngx_int_t                     rc;           /* NGX_OK: value is it */
+    u_char                        value[NGX_OMNIROUTE_CACHE_VALUE];
+} ngx_omniroute_store_cache_t;
+
+
 ngx_int_t ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 
@@ -246,6 +267,9 @@ uint32_t ngx_omniroute_store_hash(ngx_uint_t table, ngx_str_t *key);
 ngx_int_t ngx_omniroute_store_read_hashed(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_str_t *key, uint32_t hash, void *value,
     size_t size);
+ngx_int_t ngx_omniroute_store_read_cached(ngx_omniroute_store_t *st,
+    ngx_uint_t table, ngx_str_t *key, uint32_t hash,
+    ngx_omniroute_store_cache_t *cache, void *value, size_t size);
 ngx_int_t ngx_omniroute_store_update(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_str_t *key, size_t size,
     ngx_omniroute_update_pt update, void *arg, ngx_uint_t remote);
