@@ -19,6 +19,7 @@
 #include "ngx_omniroute_util.h"
 #include "or_classify.h"
 #include "or_select.h"
+#include "or_wait.h"
 
 
 #define NGX_OMNIROUTE_AUTH_BEARER     0
@@ -138,6 +139,31 @@ typedef struct {
 } ngx_omniroute_route_t;
 
 
+/*
+ * One worker's memo of how planning began for a model checked in priority
+ * order: its first routes were all excluded by their connections' states
+ * (cooling, terminal), as of the connection, breaker and settings tables'
+ * generations; valid until the first of those cooldowns ends.  A request then lists those exclusions without
+ * checking the routes again (ngx_omniroute_plan_memo.c).  In
+ * configuration memory, of which every worker has its own copy.
+ */
+typedef struct {
+    const char                   *reason;       /* or_exclusion_name() */
+    or_msec_t                     until;        /* the cooldown's end;
+                                                   OR_MSEC_NONE: terminal */
+    or_wait_kind_e                kind;
+} ngx_omniroute_memo_entry_t;
+
+typedef struct {
+    uint64_t                      conn_gen;     /* 0: nothing memoized */
+    uint64_t                      breaker_gen;
+    uint64_t                      settings_gen;
+    or_msec_t                     valid_until;
+    ngx_uint_t                    n;            /* routes [0, n) */
+    ngx_omniroute_memo_entry_t   *entries;      /* one per route */
+} ngx_omniroute_plan_memo_t;
+
+
 typedef struct {
     ngx_str_t                     name;
     ngx_uint_t                    combo;        /* 1: combo, 0: alias */
@@ -148,6 +174,7 @@ typedef struct {
     ngx_array_t                   routes;       /* ngx_omniroute_route_t */
     ngx_uint_t                    capped;       /* a route has a
                                                    concurrency cap */
+    ngx_omniroute_plan_memo_t    *memo;         /* this worker's */
     ngx_str_t                     file;         /* where it is declared */
     ngx_uint_t                    line;
 } ngx_omniroute_model_t;

@@ -1634,6 +1634,18 @@ ngx_omniroute_init_routes(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
         m[i].capped = ngx_omniroute_routes_capped(m[i].routes.elts,
                                                   m[i].routes.nelts);
 
+        m[i].memo = ngx_pcalloc(cf->pool, sizeof(ngx_omniroute_plan_memo_t));
+        if (m[i].memo == NULL) {
+            return NGX_ERROR;
+        }
+
+        m[i].memo->entries = ngx_pcalloc(cf->pool,
+                                 ngx_max(m[i].routes.nelts, 1)
+                                 * sizeof(ngx_omniroute_memo_entry_t));
+        if (m[i].memo->entries == NULL) {
+            return NGX_ERROR;
+        }
+
         hk = ngx_array_push(&keys);
         if (hk == NULL) {
             return NGX_ERROR;

@@ -228,6 +228,7 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
     or_plan_view_t                   view;
     or_conn_state_t                  cs;
     or_exclusion_e                   excl;
+    or_wait_kind_e                   kind;
     ngx_omniroute_store_t           *st;
     ngx_omniroute_candidate_t        c, *cand, **slot;
     ngx_omniroute_main_conf_t       *omcf;
@@ -340,6 +341,8 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
                == NGX_DECLINED)
         {
             /* R-TOOL-4: too many tools for it; fewer would still go */
+            ngx_omniroute_memo_end(ctx);
+
             if (ngx_omniroute_plan_exclude(ctx, route, "tool_limit", retry,
                                            OR_WAIT_KIND_HARD)
                 != NGX_OK)
@@ -356,19 +359,38 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
                            "retry %L ms", &route->conn->id,
                            or_exclusion_name(excl), (int64_t) retry);
 
+            kind = or_wait_kind(excl, or_wait_cause(&view, excl, now));
+
             if (ngx_omniroute_plan_exclude(ctx, route, or_exclusion_name(excl),
-                                           retry,
-                                           or_wait_kind(excl,
-                                               or_wait_cause(&view, excl,
-                                                             now)))
+                                           retry, kind)
                 != NGX_OK)
             {
                 return NGX_ERROR;
             }
 
+            if (view.conn != NULL
+                && (excl == OR_EXCL_PROVIDER_COOLDOWN
+                    || excl == OR_EXCL_TERMINAL))
+            {
+                /*
+                 * Its connection's state (its provider's breaker, if any,
+                 * did not exclude it): for the model's memo.
+                 */
+                ngx_omniroute_memo_excluded(ctx, route,
+                                            or_exclusion_name(excl), retry,
+                                            kind,
+                                            route->conn->state_cache->expires,
+                                            now);
+
+            } else {
+                ngx_omniroute_memo_end(ctx);
+            }
+
             return NGX_DECLINED;
         }
     }
+
+    ngx_omniroute_memo_end(ctx);
 
     cand = ngx_palloc(ctx->request->pool, sizeof(ngx_omniroute_candidate_t));
     if (cand == NULL) {
@@ -472,9 +494,16 @@ ngx_omniroute_plan_peek(ngx_omniroute_ctx_t *ctx)
 {
     ngx_int_t  rc;
 
+    if (ctx->lazy && ctx->scanned == 0) {
+        /* the model's first routes may be known to be excluded */
+        ngx_omniroute_memo_start(ctx);
+    }
+
     while (ctx->next >= ctx->candidates.nelts) {
 
         if (!ctx->lazy || ctx->scanned >= ctx->nroutes) {
+            ngx_omniroute_memo_end(ctx);
+
             /* R-EMERG-1: the last resort, once */
             rc = ngx_omniroute_plan_emergency(ctx);
 

@@ -187,6 +187,13 @@ struct ngx_omniroute_ctx_s {
     ngx_uint_t                    scanned;      /* routes planning checked */
     ngx_uint_t                    lazy;         /* routes checked as needed
                                                    (priority order) */
+    ngx_uint_t                    memo_building;    /* the checks write the
+                                                       model's memo */
+    ngx_uint_t                    memo_n;       /* routes written */
+    uint64_t                      memo_conn_gen;    /* the tables' at the */
+    uint64_t                      memo_breaker_gen; /* first check */
+    uint64_t                      memo_settings_gen;
+    or_msec_t                     memo_until;   /* first cooldown end */
     ngx_array_t                   candidates;   /* ngx_omniroute_candidate_t:
                                                    eligible, in order */
     ngx_array_t                   excluded;     /* ngx_omniroute_excluded_t */
@@ -350,6 +357,12 @@ void ngx_omniroute_plan_reset(ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_route_t *route, const char *reason, or_msec_t retry_after,
     or_wait_kind_e kind);
+
+void ngx_omniroute_memo_start(ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_memo_excluded(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_route_t *route, const char *reason, or_msec_t retry,
+    or_wait_kind_e kind, or_msec_t expires, or_msec_t now);
+void ngx_omniroute_memo_end(ngx_omniroute_ctx_t *ctx);
 or_msec_t ngx_omniroute_budget_left(ngx_omniroute_ctx_t *ctx);
 ngx_omniroute_settings_t *ngx_omniroute_plan_settings(
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);

@@ -108,6 +108,10 @@ static void ngx_omniroute_store_event(ngx_omniroute_sh_t *sh,
     or_msec_t now);
 
 
+/* values up to this size are compared after an update that changed none */
+#define NGX_OMNIROUTE_GEN_COPY  512
+
+
 static ngx_omniroute_table_t  ngx_omniroute_tables[NGX_OMNIROUTE_T_COUNT] = {
 
     /* NGX_OMNIROUTE_T_BREAKER */
@@ -642,6 +646,19 @@ ngx_omniroute_store_empty(ngx_omniroute_store_t *st, ngx_uint_t table)
 }
 
 
+/* the table's generation (0: no zone), read without the lock */
+
+uint64_t
+ngx_omniroute_store_gen(ngx_omniroute_store_t *st, ngx_uint_t table)
+{
+    if (st == NULL || st->sh == NULL || table >= NGX_OMNIROUTE_T_COUNT) {
+        return 0;
+    }
+
+    return *(volatile uint64_t *) &st->sh->gen[table];
+}
+
+
 /* a copy of the record's value; NGX_DECLINED when there is none */
 
 ngx_int_t
@@ -730,7 +747,7 @@ ngx_omniroute_store_read_cached(ngx_omniroute_store_t *st, ngx_uint_t table,
         return NGX_DECLINED;
     }
 
-    if (cache->gen == *(volatile uint64_t *) &st->sh->gen[table]
+    if (cache->gen == ngx_omniroute_store_gen(st, table)
         && (cache->expires == 0 || cache->expires > ngx_omniroute_now()))
     {
         if (cache->rc == NGX_OK) {
@@ -1265,14 +1282,32 @@ ngx_omniroute_store_apply(ngx_omniroute_store_t *st, ngx_omniroute_node_t *sn,
     ngx_uint_t table, ngx_str_t *key, ngx_omniroute_update_pt update,
     void *arg, ngx_uint_t remote, ngx_uint_t created, or_msec_t now)
 {
-    or_msec_t  expires;
+    u_char      before[NGX_OMNIROUTE_GEN_COPY];
+    or_msec_t   expires;
+    ngx_uint_t  rc;
 
     expires = sn->expires;
 
-    /* whatever update() says, the workers' copies are read again */
-    st->sh->gen[table]++;
+    if (sn->size <= NGX_OMNIROUTE_GEN_COPY) {
+        ngx_memcpy(before, sn->data, sn->size);
+    }
 
-    switch (update(sn->data, arg, &expires)) {
+    rc = update(sn->data, arg, &expires);
+
+    /*
+     * The workers' copies of the table are read again after any change of
+     * a value, whatever update() says of it (a larger value: after any
+     * call).
+     */
+
+    if (rc != NGX_OMNIROUTE_UNCHANGED
+        || sn->size > NGX_OMNIROUTE_GEN_COPY
+        || ngx_memcmp(before, sn->data, sn->size) != 0)
+    {
+        st->sh->gen[table]++;
+    }
+
+    switch (rc) {
 
     case NGX_OMNIROUTE_CHANGED:
         sn->expires = expires;

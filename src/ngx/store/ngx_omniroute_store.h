@@ -261,6 +261,8 @@ ngx_uint_t ngx_omniroute_store_mirrored(ngx_uint_t table);
 const char *ngx_omniroute_store_table_name(ngx_uint_t table);
 ngx_uint_t ngx_omniroute_store_empty(ngx_omniroute_store_t *st,
     ngx_uint_t table);
+uint64_t ngx_omniroute_store_gen(ngx_omniroute_store_t *st,
+    ngx_uint_t table);
 ngx_int_t ngx_omniroute_store_read(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_str_t *key, void *value, size_t size);
 uint32_t ngx_omniroute_store_hash(ngx_uint_t table, ngx_str_t *key);
