@@ -155,9 +155,9 @@ typedef struct {
 } ngx_omniroute_memo_entry_t;
 
 typedef struct {
-    uint64_t                      conn_gen;     /* 0: nothing memoized */
-    uint64_t                      breaker_gen;
-    uint64_t                      settings_gen;
+    ngx_atomic_uint_t             conn_gen;     /* 0: nothing memoized */
+    ngx_atomic_uint_t             breaker_gen;
+    ngx_atomic_uint_t             settings_gen;
     or_msec_t                     valid_until;
     ngx_uint_t                    n;            /* routes [0, n) */
     ngx_omniroute_memo_entry_t   *entries;      /* one per route */

@@ -542,6 +542,8 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (c->state_cache == NULL) {
         return NGX_CONF_ERROR;
     }
+
+    c->state_cache->rc = NGX_DECLINED;
     c->priority = 0;
     c->weight = 1;
     c->provider = NGX_CONF_UNSET_UINT;

@@ -370,11 +370,13 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
 
             if (view.conn != NULL
                 && (excl == OR_EXCL_PROVIDER_COOLDOWN
-                    || excl == OR_EXCL_TERMINAL))
+                    || excl == OR_EXCL_TERMINAL)
+                && sizeof(or_conn_state_t) <= NGX_OMNIROUTE_CACHE_VALUE)
             {
                 /*
                  * Its connection's state (its provider's breaker, if any,
-                 * did not exclude it): for the model's memo.
+                 * did not exclude it): for the model's memo, with the
+                 * record's expiry as the worker's copy holds it.
                  */
                 ngx_omniroute_memo_excluded(ctx, route,
                                             or_exclusion_name(excl), retry,

@@ -42,7 +42,7 @@
 void
 ngx_omniroute_memo_start(ngx_omniroute_ctx_t *ctx)
 {
-    uint64_t                     conn_gen, breaker_gen, settings_gen;
+    ngx_atomic_uint_t            conn_gen, breaker_gen, settings_gen;
     ngx_uint_t                   i;
     or_msec_t                    now;
     ngx_omniroute_store_t       *st;
@@ -56,9 +56,16 @@ ngx_omniroute_memo_start(ngx_omniroute_ctx_t *ctx)
     if (ctx->entry == NULL || ctx->entry->memo == NULL
         || ctx->routes != ctx->entry->routes.elts
         || ctx->scanned != 0 || ctx->excluded.nelts != 0
-        || ctx->candidates.nelts != 0)
+        || ctx->candidates.nelts != 0
+        || ctx->providers != NULL)
     {
-        /* the model's own routes only (not those a client key narrowed) */
+        /*
+         * The model's own routes only (not those a client key narrowed),
+         * and a request that has read no provider state yet: one planned
+         * again after a wait (ngx_omniroute_plan_restart()) goes on with
+         * the breakers and settings it read before, which are not the
+         * tables' now.
+         */
         return;
     }
 

@@ -190,9 +190,9 @@ struct ngx_omniroute_ctx_s {
     ngx_uint_t                    memo_building;    /* the checks write the
                                                        model's memo */
     ngx_uint_t                    memo_n;       /* routes written */
-    uint64_t                      memo_conn_gen;    /* the tables' at the */
-    uint64_t                      memo_breaker_gen; /* first check */
-    uint64_t                      memo_settings_gen;
+    ngx_atomic_uint_t             memo_conn_gen;    /* the tables' at */
+    ngx_atomic_uint_t             memo_breaker_gen; /* the first check */
+    ngx_atomic_uint_t             memo_settings_gen;
     or_msec_t                     memo_until;   /* first cooldown end */
     ngx_array_t                   candidates;   /* ngx_omniroute_candidate_t:
                                                    eligible, in order */

@@ -648,14 +648,15 @@ ngx_omniroute_store_empty(ngx_omniroute_store_t *st, ngx_uint_t table)
 
 /* the table's generation (0: no zone), read without the lock */
 
-uint64_t
+ngx_atomic_uint_t
 ngx_omniroute_store_gen(ngx_omniroute_store_t *st, ngx_uint_t table)
 {
     if (st == NULL || st->sh == NULL || table >= NGX_OMNIROUTE_T_COUNT) {
         return 0;
     }
 
-    return *(volatile uint64_t *) &st->sh->gen[table];
+    /* a word: read whole without the lock */
+    return *(volatile ngx_atomic_uint_t *) &st->sh->gen[table];
 }
 
 

@@ -176,7 +176,7 @@ typedef struct {
     size_t                        bytes[NGX_OMNIROUTE_EC_COUNT];
     size_t                        client_max;   /* session + strategy bytes */
     ngx_uint_t                    records[NGX_OMNIROUTE_T_COUNT];
-    uint64_t                      gen[NGX_OMNIROUTE_T_COUNT];
+    ngx_atomic_uint_t             gen[NGX_OMNIROUTE_T_COUNT];
                                                 /* changes of each table:
                                                    a record created,
                                                    changed or freed; from
@@ -245,7 +245,7 @@ typedef struct {
 #define NGX_OMNIROUTE_CACHE_VALUE  64
 
 typedef struct {
-    uint64_t                      gen;          /* 0: nothing read yet */
+    ngx_atomic_uint_t             gen;          /* 0: nothing read yet */
     or_msec_t                     expires;      /* the record's; 0: none */
     ngx_int_t                     rc;           /* NGX_OK: value is it */
     u_char                        value[NGX_OMNIROUTE_CACHE_VALUE];
@@ -261,7 +261,7 @@ ngx_uint_t ngx_omniroute_store_mirrored(ngx_uint_t table);
 const char *ngx_omniroute_store_table_name(ngx_uint_t table);
 ngx_uint_t ngx_omniroute_store_empty(ngx_omniroute_store_t *st,
     ngx_uint_t table);
-uint64_t ngx_omniroute_store_gen(ngx_omniroute_store_t *st,
+ngx_atomic_uint_t ngx_omniroute_store_gen(ngx_omniroute_store_t *st,
     ngx_uint_t table);
 ngx_int_t ngx_omniroute_store_read(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_str_t *key, void *value, size_t size);
