@@ -2,7 +2,8 @@
 
 # Token usage of streamed answers (issue 15): the usage events of the
 # three stream formats (Chat Completions' usage-only chunk, Anthropic's
-# message_start + message_delta, Responses' response.completed), replayed
+# message_start + message_delta, Responses' response.completed; and Groq's
+# x_groq.usage in the finishing chunk), replayed
 # from the providers' real shapes, end up in omniroute_tokens_total with
 # the fixture's counts; a stream without usage adds nothing (2 workers).
 
@@ -24,6 +25,7 @@ my %keys = (
     oc => 'fixture=openai-chat,split=1',
     an => 'fixture=anthropic-messages,split=1',
     rs => 'fixture=openai-responses',
+    gq => 'fixture=groq-chat,split=1',
     nu => 'sse=3',
 );
 
@@ -95,6 +97,10 @@ is(tokens('an', 'cached'), 1800, 'anthropic: cache read tokens');
 is(tokens('rs', 'prompt'), 2095, 'responses: input tokens');
 is(tokens('rs', 'completion'), 40, 'responses: output tokens');
 is(tokens('rs', 'reasoning'), 28, 'responses: reasoning tokens');
+
+# groq-chat.sse: the usage in the finishing chunk's x_groq
+is(tokens('gq', 'prompt'), 48, 'groq: prompt tokens (x_groq.usage)');
+is(tokens('gq', 'completion'), 12, 'groq: completion tokens');
 
 ok(!defined tokens('nu', 'prompt'), 'a stream without usage adds nothing');
 

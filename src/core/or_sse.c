@@ -1537,6 +1537,9 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
         }
     }
 
+    /* the last chunk: some carry its usage elsewhere (Groq's x_groq) */
+    ev->usage |= ev->finish;
+
     if (text) {
         or_sse_kind(ev, OR_SSE_EV_TEXT, 1, 1);
 

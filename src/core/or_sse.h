@@ -88,7 +88,9 @@ typedef struct {
                                        object and no choice (choices []) */
     unsigned         usage:1;       /* may carry token usage, worth a
                                        look: Chat a top-level "usage"
-                                       object; Anthropic and Responses
+                                       object or a finish_reason (Groq's
+                                       x_groq.usage); Anthropic and
+                                       Responses
                                        every event but their text,
                                        reasoning and tool deltas (whose
                                        shapes have none); an error, an

@@ -34,15 +34,16 @@ static const fixture_t  fixtures[] = {
       3, 0, 25, "uu...uu..u...uuu" },
     { "anthropic-error-after-start.sse", "MMHE", OR_SSE_FMT_ANTHROPIC,
       -1, 529, 0, "uu.u" },
-    { "openai-chat.sse", "MTTLLMMD", OR_SSE_FMT_CHAT, 1, 0, 11, "......u." },
+    { "openai-chat.sse", "MTTLLMMD", OR_SSE_FMT_CHAT, 1, 0, 11, ".....uu." },
     { "openai-chat-error-after-role.sse", "ME", OR_SSE_FMT_CHAT, -1, 500,
       0, ".u" },
     { "openai-chat-reasoning.sse", "HMRHRTMD", OR_SSE_FMT_CHAT, 2, 0, 5,
-      "........" },
+      "......u." },
     { "openai-chat-error-after-content.sse", "MTE", OR_SSE_FMT_CHAT, 1, 500,
       5, "..u" },
     { "openai-responses.sse", "MMMRMMMTTMD", OR_SSE_FMT_RESPONSES, 3, 0, 8,
       "uuu.uuu..uu" },
+    { "groq-chat.sse", "MTTMD", OR_SSE_FMT_CHAT, 1, 0, 11, "...u." },
     { "openai-responses-error-event.sse", "MME", OR_SSE_FMT_RESPONSES, -1,
       429, 0, "uuu" },
     { "openai-responses-failed-after-created.sse", "MME",
@@ -705,6 +706,13 @@ test_usage_flag(void)
 
     one("data: [DONE]\n\n", &ev);
     or_ok(!ev.usage, "may carry usage: not [DONE]");
+
+    one("data: {\"object\":\"chat.completion.chunk\",\"choices\":[{"
+        "\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],"
+        "\"x_groq\":{\"id\":\"req_1\",\"usage\":{\"prompt_tokens\":5,"
+        "\"completion_tokens\":2}}}\n\n", &ev);
+    or_ok(ev.usage && ev.finish,
+          "may carry usage: the finishing chunk (Groq's x_groq.usage)");
 
     one("event: message_delta\ndata: {\"type\":\"message_delta\","
         "\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":"
