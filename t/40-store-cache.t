@@ -82,10 +82,8 @@ $t->run($t->port('gw'));
 my $gw = $t->port('gw');
 
 # a coding agent's body (fixtures/agent_body.py), else a short one
-my $gen = "$OmniTest::ROOT/../shared/fixtures/agent_body.py";
-my $body = -f $gen ? `python3 $gen 20 MODEL` : '';
-$body = '{"model":"MODEL","messages":[{"role":"user","content":"hi"}]}'
-    unless $? == 0 && $body =~ /"model": "MODEL"/;
+my $body = OmniTest::agent_body(20, 'MODEL')
+    // '{"model":"MODEL","messages":[{"role":"user","content":"hi"}]}';
 
 sub chat {
     my ($model) = @_;
@@ -93,16 +91,7 @@ sub chat {
     return $t->post($gw, '/v1/chat/completions', $b);
 }
 
-# the connections the mock saw since the last clear, in order
-sub tried {
-    my @keys;
-    for my $req (@{$m->requests}) {
-        my ($k) = ($req->{headers}{authorization} // '') =~ /^Bearer sk-(c\d)/;
-        push @keys, $k // '?';
-    }
-    $m->clear;
-    return join(' ', @keys);
-}
+sub tried { return $m->tried }
 
 sub clear_c1 {
     my $r = $t->http($gw, OmniTest::request_text('POST',

@@ -141,6 +141,21 @@ sub clear {
     unlink $self->{log};
 }
 
+# the connections the requests since the last clear came from, in order
+# ("c1 c2": the bearer tokens sk-c1..., sk-c2...; "?" for another), then
+# clear
+sub tried {
+    my ($self) = @_;
+    my @keys;
+    for my $req (@{$self->requests}) {
+        my ($k) = ($req->{headers}{authorization} // '')
+                  =~ /^Bearer sk-([A-Za-z0-9]+)/;
+        push @keys, $k // '?';
+    }
+    $self->clear;
+    return join(' ', @keys);
+}
+
 sub serve {
     my ($self, $c) = @_;
 

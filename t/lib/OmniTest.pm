@@ -472,6 +472,18 @@ sub json {
     return $doc;
 }
 
+# a coding agent's request body of about KIB KiB naming MODEL
+# (../shared/fixtures/agent_body.py), or undef without the fixtures
+sub agent_body {
+    my ($kib, $model) = @_;
+    my $gen = "$ROOT/../shared/fixtures/agent_body.py";
+    return undef unless -f $gen;
+    my $body = `python3 $gen $kib MODEL`;
+    return undef unless $? == 0 && $body =~ /"model": "MODEL"/;
+    $body =~ s/"model": "MODEL"/"model": "$model"/;
+    return $body;
+}
+
 ###########################################################################
 # mock providers
 
