@@ -103,10 +103,7 @@ sub tried { return $m->tried }
 
 sub api {
     my ($path, $doc) = @_;
-    my $r = $t->http($gw, OmniTest::request_text('POST', $path,
-        encode_json($doc), Authorization => "Bearer $TOKEN",
-        'Content-Type' => 'application/json'));
-    return eval { decode_json($r->{body}) } // {};
+    return $t->api_post($gw, $path, $doc, $TOKEN)->{json};
 }
 
 # the first request meets every state

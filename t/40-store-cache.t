@@ -94,12 +94,9 @@ sub chat {
 sub tried { return $m->tried }
 
 sub clear_c1 {
-    my $r = $t->http($gw, OmniTest::request_text('POST',
-        '/api/resilience/cooldowns', encode_json({ connectionIds => ['c1'] }),
-        Authorization => "Bearer $TOKEN",
-        'Content-Type' => 'application/json'));
-    my $j = eval { decode_json($r->{body}) } // {};
-    return "$r->{status} " . ($j->{connections}{c1} // '-');
+    my $r = $t->api_post($gw, '/api/resilience/cooldowns',
+                         { connectionIds => ['c1'] }, $TOKEN);
+    return "$r->{status} " . ($r->{json}{connections}{c1} // '-');
 }
 
 $m->clear;

@@ -472,6 +472,17 @@ sub json {
     return $doc;
 }
 
+# POST DOC (as JSON) to an admin API PATH with a bearer TOKEN: the
+# response, its body decoded in {json} ({} when it is not JSON)
+sub api_post {
+    my ($self, $port, $path, $doc, $token) = @_;
+    my $r = $self->http($port, request_text('POST', $path, encode_json($doc),
+        Authorization => "Bearer $token",
+        'Content-Type' => 'application/json'));
+    $r->{json} = eval { decode_json($r->{body}) } // {};
+    return $r;
+}
+
 # a coding agent's request body of about KIB KiB naming MODEL
 # (../shared/fixtures/agent_body.py), or undef without the fixtures
 sub agent_body {

@@ -71,6 +71,11 @@ static void ngx_omniroute_store_rbtree_insert(ngx_rbtree_node_t *temp,
     ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
 static ngx_int_t ngx_omniroute_node_cmp(ngx_omniroute_node_t *a,
     ngx_uint_t table, u_char *key, size_t len);
+static ngx_uint_t ngx_omniroute_store_readable(ngx_omniroute_store_t *st,
+    ngx_uint_t table, ngx_str_t *key);
+static ngx_int_t ngx_omniroute_store_get(ngx_omniroute_store_t *st,
+    ngx_uint_t table, ngx_str_t *key, uint32_t hash, void *value,
+    size_t size, ngx_omniroute_store_cache_t *cache);
 static ngx_omniroute_node_t *ngx_omniroute_store_find(
     ngx_omniroute_store_t *st, ngx_uint_t table, ngx_str_t *key,
     uint32_t hash);
@@ -666,16 +671,13 @@ ngx_int_t
 ngx_omniroute_store_read(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_str_t *key, void *value, size_t size)
 {
-    if (table >= NGX_OMNIROUTE_T_COUNT
-        || ngx_omniroute_store_empty(st, table)
-        || key->len > NGX_OMNIROUTE_KEY_MAX)
-    {
+    if (!ngx_omniroute_store_readable(st, table, key)) {
         return NGX_DECLINED;
     }
 
-    return ngx_omniroute_store_read_hashed(st, table, key,
-                                           ngx_omniroute_store_hash(table, key),
-                                           value, size);
+    return ngx_omniroute_store_get(st, table, key,
+                                   ngx_omniroute_store_hash(table, key),
+                                   value, size, NULL);
 }
 
 
@@ -689,31 +691,11 @@ ngx_int_t
 ngx_omniroute_store_read_hashed(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_str_t *key, uint32_t hash, void *value, size_t size)
 {
-    ngx_int_t              rc;
-    ngx_omniroute_node_t  *sn;
-
-    if (table >= NGX_OMNIROUTE_T_COUNT
-        || ngx_omniroute_store_empty(st, table)
-        || key->len > NGX_OMNIROUTE_KEY_MAX)
-    {
+    if (!ngx_omniroute_store_readable(st, table, key)) {
         return NGX_DECLINED;
     }
 
-    ngx_shmtx_lock(&st->shpool->mutex);
-
-    sn = ngx_omniroute_store_find(st, table, key, hash);
-
-    if (sn && sn->size == ngx_align(size, sizeof(uint64_t))) {
-        ngx_memcpy(value, sn->data, size);
-        rc = NGX_OK;
-
-    } else {
-        rc = NGX_DECLINED;
-    }
-
-    ngx_shmtx_unlock(&st->shpool->mutex);
-
-    return rc;
+    return ngx_omniroute_store_get(st, table, key, hash, value, size, NULL);
 }
 
 
@@ -733,19 +715,13 @@ ngx_omniroute_store_read_cached(ngx_omniroute_store_t *st, ngx_uint_t table,
     ngx_str_t *key, uint32_t hash, ngx_omniroute_store_cache_t *cache,
     void *value, size_t size)
 {
-    ngx_int_t              rc;
-    ngx_omniroute_node_t  *sn;
-
-    if (cache == NULL || size > NGX_OMNIROUTE_CACHE_VALUE) {
-        return ngx_omniroute_store_read_hashed(st, table, key, hash, value,
-                                               size);
+    if (!ngx_omniroute_store_readable(st, table, key)) {
+        return NGX_DECLINED;
     }
 
-    if (table >= NGX_OMNIROUTE_T_COUNT
-        || ngx_omniroute_store_empty(st, table)
-        || key->len > NGX_OMNIROUTE_KEY_MAX)
-    {
-        return NGX_DECLINED;
+    if (cache == NULL || size > NGX_OMNIROUTE_CACHE_VALUE) {
+        return ngx_omniroute_store_get(st, table, key, hash, value, size,
+                                       NULL);
     }
 
     if (cache->gen == ngx_omniroute_store_gen(st, table)
@@ -758,23 +734,58 @@ ngx_omniroute_store_read_cached(ngx_omniroute_store_t *st, ngx_uint_t table,
         return cache->rc;
     }
 
+    return ngx_omniroute_store_get(st, table, key, hash, value, size, cache);
+}
+
+
+/* a read can find something: a known table with records, a key that fits */
+
+static ngx_uint_t
+ngx_omniroute_store_readable(ngx_omniroute_store_t *st, ngx_uint_t table,
+    ngx_str_t *key)
+{
+    return table < NGX_OMNIROUTE_T_COUNT
+           && !ngx_omniroute_store_empty(st, table)
+           && key->len <= NGX_OMNIROUTE_KEY_MAX;
+}
+
+
+/*
+ * The copy of a record under the lock, NGX_DECLINED when there is none (or
+ * of another size); with cache, the worker's copy is taken at once, with
+ * the record's expiry and the table's generation.
+ */
+
+static ngx_int_t
+ngx_omniroute_store_get(ngx_omniroute_store_t *st, ngx_uint_t table,
+    ngx_str_t *key, uint32_t hash, void *value, size_t size,
+    ngx_omniroute_store_cache_t *cache)
+{
+    ngx_int_t              rc;
+    ngx_omniroute_node_t  *sn;
+
     ngx_shmtx_lock(&st->shpool->mutex);
 
     sn = ngx_omniroute_store_find(st, table, key, hash);
 
     if (sn && sn->size == ngx_align(size, sizeof(uint64_t))) {
         ngx_memcpy(value, sn->data, size);
-        ngx_memcpy(cache->value, sn->data, size);
-        cache->expires = sn->expires;
         rc = NGX_OK;
 
     } else {
-        cache->expires = 0;
+        sn = NULL;
         rc = NGX_DECLINED;
     }
 
-    cache->rc = rc;
-    cache->gen = st->sh->gen[table];
+    if (cache) {
+        if (sn) {
+            ngx_memcpy(cache->value, sn->data, size);
+        }
+
+        cache->expires = sn ? sn->expires : 0;
+        cache->rc = rc;
+        cache->gen = st->sh->gen[table];
+    }
 
     ngx_shmtx_unlock(&st->shpool->mutex);
 
