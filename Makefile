@@ -47,11 +47,12 @@ ASAN_FLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer \
                -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
 BENCH       ?= run failover cluster core
+NPROC      := $(shell nproc 2>/dev/null || echo 2)
 PROVE_ARGS  ?=
 
 NPM_DIR    := $(BUILD)/npm
 
-.PHONY: all build test-build deps test-deps sdk-deps unit test itest demo \
+.PHONY: all build test-build deps test-deps sdk-deps unit unit-bins test itest demo \
         bench fuzz fuzz-plain clean
 
 all: build
@@ -120,21 +121,45 @@ $(NGX_TBUILD)/Makefile: config $(BUILD)/srclist
 
 $(MODULE_SO): $(NGX_BUILD)/Makefile $(NGX_SRCS) $(NGX_HDRS) $(CORE_SRCS) \
               $(CORE_HDRS)
-	cd $(NGX_SRC) && $(MAKE) -s -f $(NGX_BUILD)/Makefile modules
+	cd $(NGX_SRC) && $(MAKE) -s -j$(NPROC) -f $(NGX_BUILD)/Makefile modules
 
 $(TEST_SO): $(NGX_TBUILD)/Makefile $(NGX_SRCS) $(NGX_HDRS) $(CORE_SRCS) \
             $(CORE_HDRS)
-	cd $(NGX_SRC) && $(MAKE) -s -f $(NGX_TBUILD)/Makefile modules
+	cd $(NGX_SRC) && $(MAKE) -s -j$(NPROC) -f $(NGX_TBUILD)/Makefile modules
 
-$(BUILD)/unit/%: t/unit/%.c $(CORE_SRCS) $(CORE_HDRS) t/unit/or_test.h
+# the core is compiled once per flavour into a static library; each unit
+# test links to it (make -j builds the objects in parallel)
+CORE_OBJS  := $(patsubst src/core/%.c,$(BUILD)/core/%.o,$(CORE_SRCS))
+ASAN_OBJS  := $(patsubst src/core/%.c,$(BUILD)/core-asan/%.o,$(CORE_SRCS))
+CORE_LIB   := $(BUILD)/core/libor_core.a
+ASAN_LIB   := $(BUILD)/core-asan/libor_core.a
+
+$(BUILD)/core/%.o: src/core/%.c $(CORE_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CORE_CFLAGS) -o $@ $< $(CORE_SRCS) -lm
+	$(CC) $(CORE_CFLAGS) -c -o $@ $<
 
-$(BUILD)/unit-asan/%: t/unit/%.c $(CORE_SRCS) $(CORE_HDRS) t/unit/or_test.h
+$(BUILD)/core-asan/%.o: src/core/%.c $(CORE_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CORE_CFLAGS) $(ASAN_FLAGS) -o $@ $< $(CORE_SRCS) -lm
+	$(CC) $(CORE_CFLAGS) $(ASAN_FLAGS) -c -o $@ $<
 
-unit: $(UNIT_BINS) $(ASAN_BINS)
+$(CORE_LIB): $(CORE_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(ASAN_LIB): $(ASAN_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/unit/%: t/unit/%.c $(CORE_LIB) $(CORE_HDRS) t/unit/or_test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CORE_CFLAGS) -o $@ $< $(CORE_LIB) -lm
+
+$(BUILD)/unit-asan/%: t/unit/%.c $(ASAN_LIB) $(CORE_HDRS) t/unit/or_test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CORE_CFLAGS) $(ASAN_FLAGS) -o $@ $< $(ASAN_LIB) -lm
+
+unit:
+	@$(MAKE) -s -j$(NPROC) unit-bins
+
+unit-bins: $(UNIT_BINS) $(ASAN_BINS)
 
 test: test-deps build test-build unit
 	prove $(PROVE_ARGS) $(UNIT_BINS) $(ASAN_BINS) t/*.t
