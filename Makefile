@@ -68,7 +68,7 @@ test-deps:
 	@$(MAKE) -s install-pkgs PKGS="$(DEB_PKGS) $(TEST_PKGS)"
 	@$(MAKE) -s sdk-deps
 
-# the real SDKs t/31-stream-sdk.t drives (versions pinned in t/sdk)
+# the real SDKs t/stream_sdk.t drives (versions pinned in t/sdk)
 sdk-deps: $(NPM_DIR)/.installed
 
 $(NPM_DIR)/.installed: t/sdk/package.json t/sdk/package-lock.json

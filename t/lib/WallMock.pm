@@ -1,6 +1,6 @@
 package WallMock;
 
-# A mock of Anthropic's OAuth usage-limit wall (R-LANE, t/36-*): one
+# A mock of Anthropic's OAuth usage-limit wall (R-LANE, t/lane*.t): one
 # process serving one connection at a time (Connection: close), so that it
 # keeps state; each request is logged as a JSON line (method, path,
 # lowercased headers, arrival time).

@@ -1,7 +1,7 @@
 // Streams one request through the gateway with a real SDK and prints the
 // outcome as one JSON line: {"ok":true,"text":...,"events":N} when the
 // SDK's stream ended without raising, {"ok":false,"error":{...}} when it
-// raised.  Driven by t/31-stream-sdk.t.
+// raised.  Driven by t/stream_sdk.t.
 //
 //   node stream.cjs openai-chat|openai-responses|anthropic BASE_URL MODEL
 //

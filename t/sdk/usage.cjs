@@ -2,7 +2,7 @@
 // asking for usage or not; prints one JSON line: {"ok":true,"text":...,
 // "chunks":N,"usage":{...}|null,"empty":N} (empty: chunks without any
 // choice), or {"ok":false,"error":{...}}.  Driven by
-// t/35-stream-usage-sdk.t.
+// t/stream_usage_sdk.t.
 //
 //   node usage.cjs BASE_URL MODEL ask|no
 

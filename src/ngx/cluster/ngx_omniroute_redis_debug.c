@@ -3,7 +3,7 @@
  * Copyright (C) ngx_omniroute authors
  *
  * omniroute_redis_debug: a test and benchmark handler of the Redis mirror
- * (t/2x-cluster-*.t, bench/cluster.sh).  Built only in a test build
+ * (t/cluster_*.t, bench/cluster.sh).  Built only in a test build
  * (OMNIROUTE_TEST=1 at configure time, "make test-build"; the config file
  * then defines NGX_OMNIROUTE_TEST): a production module does not know the
  * directive.  It can open breakers and lock connections out: never expose

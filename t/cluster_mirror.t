@@ -5,7 +5,7 @@
 # is visible on the other within 100 ms, merged by the engine's rules;
 # keys carry TTLs; a stopped and restarted node gets its state back.
 # State is changed through omniroute_redis_debug (the request path's own
-# writes are covered by t/22-cluster-traffic.t).
+# writes are covered by t/cluster_traffic.t).
 
 use strict;
 use warnings;
