@@ -2,7 +2,7 @@
 
 # R-LANE-4: "the lane's retries do not count against
 # omniroute_max_attempts" - also when the request then waits for a combo
-# target (R-COMBO wait): a lane connection meets the wall, retries in the
+# target (the combo wait, R-CONC-3): a lane connection meets the wall, retries in the
 # lane (not counted), the lane ends (weekly_limit) and the connection
 # cools down; the next target answers 429 Retry-After: 1; the combo waits
 # for it and tries it again, as it would have without the lane's retry
