@@ -4,7 +4,7 @@
  *
  * Internals of the Redis mirror (see ngx_omniroute_redis_stats.h), shared by
  * ngx_omniroute_redis_module.c (configuration, process hooks, variables),
- * ngx_omniroute_redis_link.c (link state machine, sync),
+ * ngx_omniroute_redis_mirror.c (link state machine, sync),
  * ngx_omniroute_redis_adapter.c (hiredis on the nginx event loop),
  * ngx_omniroute_redis_state.c (wire format, validation, merges) and, in a
  * test build only, ngx_omniroute_redis_debug.c (omniroute_redis_debug).
@@ -230,10 +230,10 @@ char *ngx_omniroute_redis_debug(ngx_conf_t *cf, ngx_command_t *cmd,
 ngx_int_t ngx_omniroute_redis_attach(void *conn, redisAsyncContext *ac,
     ngx_log_t *log);
 
-/* ngx_omniroute_redis_link.c */
-ngx_int_t ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,
+/* ngx_omniroute_redis_mirror.c */
+ngx_int_t ngx_omniroute_redis_mirror_init(ngx_cycle_t *cycle,
     ngx_omniroute_redis_main_conf_t *rmcf, ngx_omniroute_store_t *store);
-void ngx_omniroute_redis_link_exit(ngx_cycle_t *cycle);
+void ngx_omniroute_redis_mirror_exit(ngx_cycle_t *cycle);
 void ngx_omniroute_redis_push(ngx_omniroute_redis_link_t *link,
     ngx_uint_t table, ngx_str_t *key, ngx_uint_t op, u_char *value,
     size_t size, or_msec_t time);

@@ -37,7 +37,7 @@
  *
  * Redis down: lifecycle calls are refused (503: uniqueness cannot be
  * promised), managed requests go on with the zone's copy.  The hiredis
- * adapter is the one of ngx_omniroute_redis_link.c, on a connection
+ * adapter is the one of ngx_omniroute_redis_mirror.c, on a connection
  * type of this file.
  */
 

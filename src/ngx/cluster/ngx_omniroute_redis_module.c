@@ -20,7 +20,7 @@
  * Variables: $omniroute_redis_link (link state), $omniroute_redis_stats
  * (JSON counters).
  *
- * See ngx_omniroute_redis_link.c for the link and docs/cluster.md for the
+ * See ngx_omniroute_redis_mirror.c for the link and docs/cluster.md for the
  * guarantees.
  */
 
@@ -681,7 +681,7 @@ ngx_omniroute_redis_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
-    if (ngx_omniroute_redis_link_init(cycle, rmcf, &omcf->store) != NGX_OK) {
+    if (ngx_omniroute_redis_mirror_init(cycle, rmcf, &omcf->store) != NGX_OK) {
         /* serving goes on without the mirror */
         ngx_log_error(NGX_LOG_ERR, cycle->log, 0,
                       "omniroute redis: could not start the link");
@@ -694,7 +694,7 @@ ngx_omniroute_redis_init_process(ngx_cycle_t *cycle)
 static void
 ngx_omniroute_redis_exit_process(ngx_cycle_t *cycle)
 {
-    ngx_omniroute_redis_link_exit(cycle);
+    ngx_omniroute_redis_mirror_exit(cycle);
 }
 
 

@@ -102,7 +102,7 @@ static u_char  ngx_omniroute_redis_epoch_checking;
 
 
 ngx_int_t
-ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,
+ngx_omniroute_redis_mirror_init(ngx_cycle_t *cycle,
     ngx_omniroute_redis_main_conf_t *rmcf, ngx_omniroute_store_t *store)
 {
     ngx_slab_pool_t             *shpool;
@@ -173,7 +173,7 @@ ngx_omniroute_redis_link_init(ngx_cycle_t *cycle,
 
 
 void
-ngx_omniroute_redis_link_exit(ngx_cycle_t *cycle)
+ngx_omniroute_redis_mirror_exit(ngx_cycle_t *cycle)
 {
     ngx_omniroute_redis_link_t  *link;
 
