@@ -28,7 +28,10 @@ TEST_SO    := $(NGX_TBUILD)/ngx_http_omniroute_module.so
 
 DEB_PKGS   := nginx nginx-dev libhiredis-dev libjansson-dev libssl-dev \
               libpcre2-dev zlib1g-dev gcc make perl openssl curl
-TEST_PKGS  := redis-server wrk clang libclang-rt-14-dev prometheus chromium valgrind
+# libclang-rt-dev: the clang runtime (LeakSanitizer, libFuzzer) of the
+# release's default clang, whatever its version (14 on Debian 12)
+TEST_PKGS  := redis-server wrk clang libclang-rt-dev prometheus chromium \
+              valgrind python3
 
 CORE_SRCS  := $(wildcard src/core/*.c)
 CORE_HDRS  := $(wildcard src/core/*.h)
@@ -79,6 +82,8 @@ $(NPM_DIR)/.installed: t/sdk/package.json t/sdk/package-lock.json
 	cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# apt-get's failure is make's failure (a missing package must not turn
+# into skipped tests later); NO_APT_UPDATE=1 skips the list update
 install-pkgs:
 	@missing=""; for p in $(PKGS); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
@@ -87,12 +92,16 @@ install-pkgs:
 	if [ -n "$$missing" ]; then \
 	    echo "installing:$$missing"; \
 	    if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO=sudo; fi; \
-	    $$SUDO apt-get update -qq && \
+	    if [ -z "$(NO_APT_UPDATE)" ]; then \
+	        $$SUDO apt-get update -qq \
+	            || { echo "make: apt-get update failed" >&2; exit 1; }; \
+	    fi; \
 	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
-	        --no-install-recommends $$missing; \
+	        --no-install-recommends $$missing \
+	        || { echo "make: apt-get install failed:$$missing" >&2; \
+	             exit 1; }; \
 	    $$SUDO systemctl disable --now nginx redis-server prometheus \
-	        >/dev/null 2>&1 \
-	        || true; \
+	        >/dev/null 2>&1 || true; \
 	fi
 
 # reconfigure when the set of source files changes (config lists them)

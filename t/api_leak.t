@@ -149,7 +149,7 @@ api('GET', '/api/monitoring/health');
 SKIP: {
     my $chromium = `command -v chromium 2>/dev/null`;
     chomp $chromium;
-    skip 'chromium not installed', 1 unless $chromium;
+    OmniTest::skip_without('chromium not installed', 1) unless $chromium;
 
     my $profile = $t->dir . '/chromium';
     my $dom = `timeout 120 $chromium --headless --no-sandbox --disable-gpu \\

@@ -93,10 +93,11 @@ for my $c (@cases) {
 
 SKIP: {
     my $gen = "$OmniTest::ROOT/../shared/fixtures/agent_body.py";
-    skip 'fixtures not found', 3 unless -f $gen;
+    OmniTest::skip_without('fixtures not found', 3) unless -f $gen;
 
     my $agent = `python3 $gen 64 mr`;
-    skip 'python3 could not run the generator', 3 unless $? == 0;
+    OmniTest::skip_without('python3 could not run the generator', 3)
+        unless $? == 0;
 
     (my $body = $agent) =~ s/"temperature": /"background": true, "temperature": /
         or die 'no temperature';

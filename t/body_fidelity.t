@@ -150,10 +150,11 @@ same_bytes($m->requests->[0]{body}, body_with($tricky, 'we\"ird\\\\name'),
 
 SKIP: {
     my $gen = "$OmniTest::ROOT/../shared/fixtures/agent_body.py";
-    skip 'fixtures not found', 10 unless -f $gen;
+    OmniTest::skip_without('fixtures not found', 10) unless -f $gen;
 
     my $agent = `python3 $gen 150 MODEL`;
-    skip 'python3 could not run the generator', 10 unless $? == 0;
+    OmniTest::skip_without('python3 could not run the generator', 10)
+        unless $? == 0;
 
     $agent =~ s/"model": "MODEL"/"model":"MODEL"/;
     ok(length $agent > 150 * 1024, 'agent body of more than 150 KB');

@@ -25,7 +25,7 @@ use OmniTest;
 use RedisServer;
 use WallMock;
 
-plan skip_all => 'redis-server not installed' unless RedisServer::available();
+OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
 my $TOKEN = 'adm-cluster-lane-0123456789';
 $ENV{OMNI_TEST_API_TOKEN} = $TOKEN;

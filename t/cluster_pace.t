@@ -26,7 +26,7 @@ use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
 
-plan skip_all => 'redis-server not installed' unless RedisServer::available();
+OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
 my $TOKEN = 'adm-cluster-pace-0123456789';
 $ENV{OMNI_TEST_API_TOKEN} = $TOKEN;

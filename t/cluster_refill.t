@@ -18,7 +18,7 @@ use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
 
-plan skip_all => 'redis-server not installed' unless RedisServer::available();
+OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
 my $na = OmniTest->new(test_build => 1);
 my $redis = RedisServer->new($na)->start;

@@ -23,7 +23,7 @@ use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
 
-plan skip_all => 'redis-server not installed' unless RedisServer::available();
+OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
 my $TOKEN = 'untrusted-0123456789-abcdef';
 $ENV{OMNI_TEST_API_TOKEN} = $TOKEN;

@@ -153,8 +153,12 @@ is($seen[1]{headers}{authorization}, 'Bearer sk-b1',
 ok(!exists $seen[1]{headers}{'content-length'}, 'and no body');
 
 SKIP: {
+    # the SDK "make sdk-deps" installs (t/sdk)
+    local $ENV{NODE_PATH} = ($ENV{OMNI_NPM_DIR} || "$OmniTest::ROOT/build/npm")
+                            . '/node_modules';
     my $sdk = `node -e 'require("openai"); console.log("yes")' 2>/dev/null`;
-    skip 'the openai npm package is not installed', 2
+    OmniTest::skip_without('the openai npm package is not installed '
+                           . '(make sdk-deps)', 2)
         unless $sdk =~ /yes/;
 
     my $js = $t->write_file('sdk.js', <<"JS");

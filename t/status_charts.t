@@ -23,8 +23,7 @@ use OmniTest;
 my $chromium = `command -v chromium 2>/dev/null`;
 chomp $chromium;
 
-plan(skip_all => 'chromium not installed (Debian package chromium)')
-    unless $chromium;
+OmniTest::need($chromium, 'chromium not installed (Debian package chromium)');
 
 my $t = OmniTest->new;
 my $m = $t->mock('p');

@@ -18,14 +18,12 @@ use OmniTest;
 
 my $npm = $ENV{OMNI_NPM_DIR} || "$OmniTest::ROOT/build/npm";
 
-if (system('node --version >/dev/null 2>&1') != 0) {
-    plan skip_all => 'node is not installed (make test-deps)';
-}
+OmniTest::need(system('node --version >/dev/null 2>&1') == 0,
+               'node is not installed (make test-deps)');
 
-if (!-d "$npm/node_modules/openai" || !-d "$npm/node_modules/\@anthropic-ai/sdk")
-{
-    plan skip_all => "the SDKs are not installed in $npm (make sdk-deps)";
-}
+OmniTest::need(-d "$npm/node_modules/openai"
+               && -d "$npm/node_modules/\@anthropic-ai/sdk",
+               "the SDKs are not installed in $npm (make sdk-deps)");
 
 my $t = OmniTest->new;
 my $m = $t->mock('p');

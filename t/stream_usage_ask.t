@@ -117,10 +117,11 @@ sub ask {
 
 SKIP: {
     my $gen = "$OmniTest::ROOT/../shared/fixtures/agent_body.py";
-    skip 'fixtures not found', 8 unless -f $gen;
+    OmniTest::skip_without('fixtures not found', 8) unless -f $gen;
 
     my $agent = `python3 $gen 150 mon stream`;
-    skip 'python3 could not run the generator', 8 unless $? == 0;
+    OmniTest::skip_without('python3 could not run the generator', 8)
+        unless $? == 0;
 
     ok(length $agent > 150 * 1024 && $agent =~ /"stream": true\}$/,
        'an agent body of 150 KiB that streams, stream last');

@@ -18,14 +18,11 @@ use OmniTest;
 
 my $npm = $ENV{OMNI_NPM_DIR} || "$OmniTest::ROOT/build/npm";
 
-if (system('node --version >/dev/null 2>&1') != 0) {
-    plan skip_all => 'node is not installed (make test-deps)';
-}
+OmniTest::need(system('node --version >/dev/null 2>&1') == 0,
+               'node is not installed (make test-deps)');
 
-if (!-d "$npm/node_modules/openai") {
-    plan skip_all => "the openai SDK is not installed in $npm "
-                     . "(make sdk-deps)";
-}
+OmniTest::need(-d "$npm/node_modules/openai",
+               "the openai SDK is not installed in $npm (make sdk-deps)");
 
 my $t = OmniTest->new;
 my $m = $t->mock('p');

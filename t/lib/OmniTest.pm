@@ -33,6 +33,40 @@ our $TEST_MODULE = $ENV{TEST_OMNIROUTE_TEST_MODULE}
 
 my %used_ports;
 
+# A test dependency that is missing (redis-server, chromium, node and the
+# SDKs, promtool, the shared fixtures...): skipped when a developer runs
+# the tests by hand, a failure under CI=true, where the run must have
+# installed everything (make test-deps).
+sub ci { ($ENV{CI} // '') eq 'true' }
+
+# the whole file needs it: plan skip_all, or one failed test under CI
+sub need {
+    my ($have, $why) = @_;
+
+    return if $have;
+
+    if (ci()) {
+        plan(tests => 1);
+        fail("$why (CI=true: a missing test dependency fails)");
+        exit 1;
+    }
+
+    plan(skip_all => $why);
+}
+
+# a SKIP: { } block needs it: skip N tests, or one failure under CI
+sub skip_without {
+    my ($why, $n) = @_;
+
+    if (ci()) {
+        fail("$why (CI=true: a missing test dependency fails)");
+        no warnings 'exiting';
+        last SKIP;
+    }
+
+    skip($why, $n);
+}
+
 sub new {
     my ($class, %opt) = @_;
 

@@ -11,6 +11,7 @@ use strict;
 use warnings;
 
 use Test::More;
+use OmniTest ();
 
 # a strict reader of the text exposition format 0.0.4; returns
 # ({ "name{labels}" => value }, [errors])
@@ -147,7 +148,8 @@ sub check {
     SKIP: {
         my $promtool = `command -v promtool 2>/dev/null`;
         chomp $promtool;
-        skip 'promtool not installed (Debian package prometheus)', 1
+        OmniTest::skip_without(
+            'promtool not installed (Debian package prometheus)', 1)
             unless $promtool;
 
         my $f = $t->write_file('metrics.txt', $text);
