@@ -389,9 +389,11 @@ or_breaker_admit(const or_breaker_conf_t *conf, or_breaker_t *cb,
     }
 
     /* the single probe; a lost probe frees the slot at probe_until */
-    cb->probe_until = now + (conf->probe_timeout_ms < OR_BREAKER_HOLD_MAX_MS
-                             ? conf->probe_timeout_ms
-                             : OR_BREAKER_HOLD_MAX_MS);
+    cb->probe_until = or_msec_add(now,
+                                  conf->probe_timeout_ms
+                                  < OR_BREAKER_HOLD_MAX_MS
+                                  ? conf->probe_timeout_ms
+                                  : OR_BREAKER_HOLD_MAX_MS);
 
     return OR_CB_PROBE;
 }
@@ -854,7 +856,8 @@ or_breaker_open(const or_breaker_conf_t *conf, or_breaker_t *cb,
     cb->state = OR_CB_OPEN;
     cb->successes = 0;
     cb->opened_at = now;
-    cb->open_until = now + or_breaker_hold_ms(conf, cb, cb->open_cycles);
+    cb->open_until = or_msec_add(now,
+                                 or_breaker_hold_ms(conf, cb, cb->open_cycles));
     cb->probe_until = 0;
 }
 
@@ -920,8 +923,9 @@ or_breaker_gate_record(const or_breaker_conf_t *conf, or_breaker_t *cb,
         return 0;
     }
 
-    until = now + (conf->gate_cooldown_ms < OR_BREAKER_HOLD_MAX_MS
-                   ? conf->gate_cooldown_ms : OR_BREAKER_HOLD_MAX_MS);
+    until = or_msec_add(now, conf->gate_cooldown_ms < OR_BREAKER_HOLD_MAX_MS
+                             ? conf->gate_cooldown_ms
+                             : OR_BREAKER_HOLD_MAX_MS);
 
     or_breaker_ring_clear(cb);
 

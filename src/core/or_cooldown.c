@@ -305,7 +305,7 @@ or_cooldown_fail(const or_cooldown_conf_t *conf, or_conn_state_t *st,
             d = OR_COOLDOWN_MAX_MS;
         }
 
-        or_cooldown_extend(st, now + d);
+        or_cooldown_extend(st, or_msec_add(now, d));
         res->action = OR_CD_COOLDOWN;
         res->skip_breaker = 1;
         goto done;
@@ -352,12 +352,12 @@ or_cooldown_fail(const or_cooldown_conf_t *conf, or_conn_state_t *st,
     if (absorbed) {
         /* R-CD-4: the burst was counted at mark_at; no second step */
         anchor = (src == OR_CD_SRC_HINT) ? now : st->mark_at;
-        or_cooldown_extend(st, anchor + d);
+        or_cooldown_extend(st, or_msec_add(anchor, d));
         res->action = OR_CD_ABSORBED;
         goto done;
     }
 
-    or_cooldown_extend(st, now + d);
+    or_cooldown_extend(st, or_msec_add(now, d));
     or_cooldown_count(st, now);
 
     if (reason == OR_REASON_REQUEST_REJECTED) {

@@ -318,8 +318,8 @@ or_lane_wait(const or_lane_headers_t *h, const or_lane_req_t *req,
             budget = 0;
         }
 
-        if (now + budget < deadline) {
-            deadline = now + budget;
+        if (or_msec_add(now, budget) < deadline) {
+            deadline = or_msec_add(now, budget);
         }
     }
 
@@ -331,7 +331,7 @@ or_lane_wait(const or_lane_headers_t *h, const or_lane_req_t *req,
     }
 
     v->action = OR_LANE_WAIT;
-    v->wait_ms = (now + retry > deadline) ? deadline - now : retry;
+    v->wait_ms = (or_msec_add(now, retry) > deadline) ? deadline - now : retry;
 }
 
 

@@ -141,7 +141,7 @@ or_lease_bind(or_lease_t *l, const uint8_t *owner, const char *key,
     l->version = version;
     l->acquired_at = prev_generation ? acquired_at : now;
     l->bound_at = now;
-    l->expires_at = now + ttl;
+    l->expires_at = or_msec_add(now, ttl);
     l->state = OR_LEASE_ACTIVE;
     l->key_len = (uint16_t) key_len;
     l->conn_len = (uint16_t) conn_len;
@@ -155,7 +155,7 @@ or_lease_bind(or_lease_t *l, const uint8_t *owner, const char *key,
 void
 or_lease_renew(or_lease_t *l, or_msec_t now, or_msec_t ttl)
 {
-    l->expires_at = now + ttl;
+    l->expires_at = or_msec_add(now, ttl);
 }
 
 

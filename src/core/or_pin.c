@@ -67,7 +67,7 @@ or_pin_set(or_pin_t *pin, const char *conn, size_t len, or_msec_t now,
     memset(pin, 0, sizeof(or_pin_t));
 
     pin->set_at = now;
-    pin->until = now + ttl;
+    pin->until = or_msec_add(now, ttl);
     pin->conn_len = (uint16_t) len;
     pin->conn_hash = or_pin_hash(conn, len);
     memcpy(pin->conn, conn, len);

@@ -247,7 +247,7 @@ or_watch_check(const or_stream_conf_t *conf, const or_watch_t *w,
 
     if (conf->first_content_ms > 0 && w->content_at == 0 && !last_candidate)
     {
-        at = w->start + conf->first_content_ms;
+        at = or_msec_add(w->start, conf->first_content_ms);
 
         if (now >= at) {
             return OR_WATCH_FIRST_CONTENT;
@@ -284,7 +284,7 @@ or_watch_check(const or_stream_conf_t *conf, const or_watch_t *w,
         return OR_WATCH_OK;
     }
 
-    from = w->text_at + conf->warmup_ms;
+    from = or_msec_add(w->text_at, conf->warmup_ms);
 
     if (w->resume_at > from) {
         from = w->resume_at;
@@ -299,7 +299,7 @@ or_watch_check(const or_stream_conf_t *conf, const or_watch_t *w,
 
     if (w->text_bytes < (uint64_t) conf->min_bytes) {
         /* too little output to measure a rate: checked again later */
-        *next = or_watch_min(*next, now + w->bucket_ms);
+        *next = or_watch_min(*next, or_msec_add(now, w->bucket_ms));
         return OR_WATCH_OK;
     }
 
@@ -309,7 +309,7 @@ or_watch_check(const or_stream_conf_t *conf, const or_watch_t *w,
         return OR_WATCH_SLOW;
     }
 
-    *next = or_watch_min(*next, now + w->bucket_ms);
+    *next = or_watch_min(*next, or_msec_add(now, w->bucket_ms));
 
     return OR_WATCH_OK;
 }

@@ -38,6 +38,7 @@ static void test_rejected(void);
 static void test_success(void);
 static void test_stream_stall(void);
 static void test_explicit(void);
+static void test_saturated(void);
 
 
 int
@@ -56,6 +57,7 @@ main(void)
     test_success();
     test_stream_stall();
     test_explicit();
+    test_saturated();
 
     return or_done();
 }
@@ -717,4 +719,32 @@ test_explicit(void)
     or_cooldown_fail(&conf, &st, &v, 400, T0 + 1, T0 + 1, &res);
     or_is_int(st.until, T0 + 1 + 5 * MIN,
               "R-CLASS-5 a rule matching a 400 cools the connection");
+}
+
+
+/*
+ * Time arithmetic saturates: a burst mark at the end of time (a record
+ * as far ahead as a state may claim) absorbs a failure without a signed
+ * overflow (UBSan aborts the ASan build on one), and the cooldown ends
+ * at the largest time instead of wrapping into the past.
+ */
+static void
+test_saturated(void)
+{
+    or_verdict_t          v;
+    or_conn_state_t       st;
+    or_cooldown_conf_t    conf;
+    or_cooldown_result_t  res;
+
+    conf_for(&conf, OR_KIND_APIKEY);
+    memset(&st, 0, sizeof(st));
+    st.mark_at = INT64_MAX - 5;
+    st.until = INT64_MAX - 5;
+    v = verdict(OR_REASON_RATE_LIMIT_EXCEEDED, OR_MSEC_NONE, OR_MSEC_NONE);
+
+    or_cooldown_fail(&conf, &st, &v, 429, T0, T0 + 100, &res);
+    or_is_int(res.action, OR_CD_ABSORBED,
+              "a failure before a mark at the end of time is absorbed");
+    or_ok(st.until == INT64_MAX,
+          "... and its cooldown saturates at the largest time");
 }
