@@ -352,6 +352,8 @@ sub respond {
         . "Content-Length: " . length($body) . "\r\n"
         . "X-Mock-Provider: $self->{name}\r\n";
     $resp .= "Retry-After: $o{retry}\r\n" if $o{retry};
+    # hdr=Name:value (URL-escaped): one more response header
+    $resp .= unescape($o{hdr}) . "\r\n" if defined $o{hdr};
 
     if (defined $o{cutbody} && $o{chunked}) {
         # a chunked body without its last chunk
