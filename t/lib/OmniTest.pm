@@ -193,8 +193,14 @@ sub config {
     my $main = $opt{main} || '';
     my $module = $opt{module} || $self->{module};
 
+    # a master started as root would run its workers as nobody, who may
+    # not reach a checkout under /root or a 0700 directory: the workers
+    # run as the user who runs the tests
+    my $user = $> == 0 ? 'user root;' : '';
+
     my $conf = <<"EOF";
 load_module $module;
+$user
 worker_processes $w;
 error_log $d/logs/error.log info;
 pid $d/nginx.pid;
