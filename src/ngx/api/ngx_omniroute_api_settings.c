@@ -31,8 +31,11 @@ typedef struct {
 } ngx_omniroute_api_merge_t;
 
 
+/* a row of a PATCH: the settings of a provider, or the global ones */
 typedef struct {
-    ngx_omniroute_provider_t           *p;
+    ngx_omniroute_provider_t           *p;          /* NULL: global */
+    const char                         *prefix;     /* of its record's */
+    ngx_str_t                          *name;       /*   key */
     ngx_uint_t                          touched;    /* settings changed */
     ngx_uint_t                          rules;      /* 0 keep, 1 set,
                                                        2 remove */
@@ -53,6 +56,15 @@ static json_t *ngx_omniroute_api_value_json(void *base,
     ngx_omniroute_setting_desc_t *d);
 static json_t *ngx_omniroute_api_rule_json(const or_oprule_t *rule);
 static json_t *ngx_omniroute_api_catchall_json(const or_catchall_t *c);
+static ngx_int_t ngx_omniroute_api_patch_row(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_api_patch_t *pt, json_t *obj);
+static ngx_int_t ngx_omniroute_api_patch_provider(
+    ngx_omniroute_api_call_t *call, ngx_omniroute_api_patch_t *pt,
+    json_t *obj, const char *where);
+static ngx_int_t ngx_omniroute_api_patch_total(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_api_patch_t *patch);
+static ngx_int_t ngx_omniroute_api_patch_apply(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_api_patch_t *patch, ngx_uint_t nrows);
 static ngx_int_t ngx_omniroute_api_parse_table(ngx_omniroute_api_call_t *call,
     ngx_omniroute_setting_desc_t *table, json_t *obj, const char *where,
     const char **extra, ngx_omniroute_settings_override_t *ov);
@@ -87,6 +99,8 @@ static ngx_uint_t ngx_omniroute_api_ov_empty(
 static size_t ngx_omniroute_api_key(u_char *buf, const char *prefix,
     ngx_str_t *name);
 
+
+static ngx_str_t  ngx_omniroute_api_global = ngx_string("global");
 
 static const char  *ngx_omniroute_api_patch_fields[] = {
     "providers", "global", NULL
@@ -424,26 +438,20 @@ ngx_omniroute_api_catchall_json(const or_catchall_t *c)
 }
 
 
-/* PATCH /api/resilience */
+/*
+ * PATCH /api/resilience: a row per provider and one for the global
+ * settings; every row the document names is validated (its members by
+ * the rows of its settings table), then all are written at once.
+ */
 
 ngx_int_t
 ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
 {
-    u_char                              buf[NGX_OMNIROUTE_KEY_MAX];
-    u_char                              where[NGX_OMNIROUTE_KEY_MAX + 32];
-    json_t                             *providers, *global, *v, *pv;
-    ngx_str_t                           key;
-    ngx_uint_t                          i, n, total, gtouched;
-    const char                         *name;
-    ngx_omniroute_provider_t           *p;
-    ngx_omniroute_settings_t            s;
-    ngx_uint_t                          nops;
-    ngx_omniroute_store_op_t           *ops;
-    ngx_omniroute_api_patch_t          *patch, *pt;
-    ngx_omniroute_api_merge_t           gm;
-    ngx_omniroute_rules_override_t      cur;
-    ngx_omniroute_settings_override_t   gold, gov;
-    ngx_omniroute_settings_conflict_t   c;
+    json_t                     *providers, *global, *pv;
+    ngx_uint_t                  i, n;
+    const char                 *name;
+    ngx_omniroute_provider_t   *p;
+    ngx_omniroute_api_patch_t  *patch, *pt;
 
     if (call->body == NULL) {
         return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
@@ -469,10 +477,16 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
     n = call->omcf->providers.nelts;
     p = call->omcf->providers.elts;
 
+    /* the providers' rows, then the global one */
+
     patch = ngx_pcalloc(call->r->pool,
                         (n + 1) * sizeof(ngx_omniroute_api_patch_t));
     if (patch == NULL) {
         return NGX_ERROR;
+    }
+
+    for (i = 0; i < n; i++) {
+        patch[i].p = &p[i];
     }
 
     /* 1. parse and validate everything */
@@ -506,95 +520,184 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
                                           name);
         }
 
-        pt->p = &p[i];
-
-        ngx_snprintf(where, sizeof(where), "providers.%V%Z", &p[i].name);
-
-        if (!json_is_object(pv)) {
-            return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
-                                          "invalid_type",
-                                          "\"%s\" must be an object", where);
-        }
-
-        key.data = buf;
-        key.len = ngx_omniroute_api_key(buf, "provider:", &p[i].name);
-
-        if (ngx_omniroute_settings_read_override(call->omcf, &key, &pt->old)
-            != NGX_OK)
-        {
-            ngx_memzero(&pt->old, sizeof(ngx_omniroute_settings_override_t));
-        }
-
-        pt->ov = pt->old;
-
-        if (ngx_omniroute_api_parse_table(call,
-                                          ngx_omniroute_provider_settings,
-                                          pv, (const char *) where,
-                                          ngx_omniroute_api_provider_extra,
-                                          &pt->ov)
-            != NGX_OK)
-        {
+        if (ngx_omniroute_api_patch_row(call, pt, pv) != NGX_OK) {
             return NGX_ERROR;
-        }
-
-        v = json_object_get(pv, "error_default");
-
-        if (v && ngx_omniroute_api_parse_default(call, v,
-                                                 (const char *) where,
-                                                 &pt->ov)
-                 != NGX_OK)
-        {
-            return NGX_ERROR;
-        }
-
-        pt->touched = 1;
-
-        v = json_object_get(pv, "error_rules");
-
-        if (v) {
-            if (json_is_null(v)) {
-                pt->rules = 2;
-
-            } else {
-                pt->ro = ngx_pcalloc(call->r->pool,
-                                     sizeof(ngx_omniroute_rules_override_t));
-                if (pt->ro == NULL) {
-                    return NGX_ERROR;
-                }
-
-                if (ngx_omniroute_api_parse_rules(call, v,
-                                                  (const char *) where,
-                                                  pt->ro)
-                    != NGX_OK)
-                {
-                    return NGX_ERROR;
-                }
-
-                pt->rules = 1;
-            }
-        }
-
-        /*
-         * the settings that would result, judged as nginx.conf's are: the
-         * rules between settings for the overridden ones, then the
-         * engine's own checks
-         */
-
-        s = p[i].settings;
-        ngx_omniroute_settings_layer(&s, &pt->ov);
-
-        if (ngx_omniroute_settings_check(p[i].kind, &s, pt->ov.set, &c)
-            != NGX_OK)
-        {
-            return ngx_omniroute_api_conflict(call, &p[i], &c);
         }
     }
 
-    /* at most OR_OPRULES_MAX operator rules in total (R-CLASS-4) */
+    if (ngx_omniroute_api_patch_total(call, patch) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    global = json_object_get(call->body, "global");
+
+    if (global && ngx_omniroute_api_patch_row(call, &patch[n], global)
+                  != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    /* 2. write */
+
+    if (ngx_omniroute_api_patch_apply(call, patch, n + 1) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    return ngx_omniroute_api_settings(call);
+}
+
+
+/*
+ * A row's object, parsed onto its record as it is now; nothing is
+ * written.  The members are the rows of its settings table, and for a
+ * provider error_default and error_rules.
+ */
+
+static ngx_int_t
+ngx_omniroute_api_patch_row(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_api_patch_t *pt, json_t *obj)
+{
+    u_char                         buf[NGX_OMNIROUTE_KEY_MAX];
+    u_char                         where[NGX_OMNIROUTE_KEY_MAX + 32];
+    ngx_str_t                      key;
+    const char                   **extra;
+    ngx_omniroute_setting_desc_t  *table;
+
+    if (pt->p) {
+        ngx_snprintf(where, sizeof(where), "providers.%V%Z", &pt->p->name);
+        pt->prefix = "provider:";
+        pt->name = &pt->p->name;
+        table = ngx_omniroute_provider_settings;
+        extra = ngx_omniroute_api_provider_extra;
+
+    } else {
+        ngx_snprintf(where, sizeof(where), "global%Z");
+        pt->prefix = "";
+        pt->name = &ngx_omniroute_api_global;
+        table = ngx_omniroute_global_settings;
+        extra = NULL;
+    }
+
+    if (!json_is_object(obj)) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
+                                      "invalid_type",
+                                      "\"%s\" must be an object", where);
+    }
+
+    key.data = buf;
+    key.len = ngx_omniroute_api_key(buf, pt->prefix, pt->name);
+
+    if (ngx_omniroute_settings_read_override(call->omcf, &key, &pt->old)
+        != NGX_OK)
+    {
+        ngx_memzero(&pt->old, sizeof(ngx_omniroute_settings_override_t));
+    }
+
+    pt->ov = pt->old;
+
+    if (ngx_omniroute_api_parse_table(call, table, obj, (const char *) where,
+                                      extra, &pt->ov)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (pt->p
+        && ngx_omniroute_api_patch_provider(call, pt, obj,
+                                            (const char *) where)
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    pt->touched = 1;
+
+    return NGX_OK;
+}
+
+
+/* a provider's error_default and error_rules, and the settings to be */
+
+static ngx_int_t
+ngx_omniroute_api_patch_provider(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_api_patch_t *pt, json_t *obj, const char *where)
+{
+    json_t                             *v;
+    ngx_omniroute_settings_t            s;
+    ngx_omniroute_settings_conflict_t   c;
+
+    v = json_object_get(obj, "error_default");
+
+    if (v && ngx_omniroute_api_parse_default(call, v, where, &pt->ov)
+             != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    v = json_object_get(obj, "error_rules");
+
+    if (v) {
+        if (json_is_null(v)) {
+            pt->rules = 2;
+
+        } else {
+            pt->ro = ngx_pcalloc(call->r->pool,
+                                 sizeof(ngx_omniroute_rules_override_t));
+            if (pt->ro == NULL) {
+                return NGX_ERROR;
+            }
+
+            if (ngx_omniroute_api_parse_rules(call, v, where, pt->ro)
+                != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+
+            pt->rules = 1;
+        }
+    }
+
+    /*
+     * the settings that would result, judged as nginx.conf's are: the
+     * rules between settings for the overridden ones, then the
+     * engine's own checks
+     */
+
+    s = pt->p->settings;
+    ngx_omniroute_settings_layer(&s, &pt->ov);
+
+    if (ngx_omniroute_settings_check(pt->p->kind, &s, pt->ov.set, &c)
+        != NGX_OK)
+    {
+        return ngx_omniroute_api_conflict(call, pt->p, &c);
+    }
+
+    return NGX_OK;
+}
+
+
+/* at most OR_OPRULES_MAX operator rules in total (R-CLASS-4) */
+
+static ngx_int_t
+ngx_omniroute_api_patch_total(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_api_patch_t *patch)
+{
+    ngx_uint_t                       i, total;
+    ngx_omniroute_provider_t        *p;
+    ngx_omniroute_rules_override_t  *cur;
+
+    p = call->omcf->providers.elts;
+
+    /* a provider's rules record as it is now: 16 KiB, not on the stack */
+
+    cur = ngx_palloc(call->r->pool, sizeof(ngx_omniroute_rules_override_t));
+    if (cur == NULL) {
+        return NGX_ERROR;
+    }
 
     total = 0;
 
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < call->omcf->providers.nelts; i++) {
         if (patch[i].rules == 1) {
             total += patch[i].ro->n;
 
@@ -602,11 +705,11 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
             total += ngx_omniroute_api_conf_rules(&p[i]);
 
         } else if (ngx_omniroute_settings_read_rules(call->omcf, &p[i].name,
-                                                     &cur)
+                                                     cur)
                    == NGX_OK
-                   && cur.set)
+                   && cur->set)
         {
-            total += cur.n;
+            total += cur->n;
 
         } else {
             total += ngx_omniroute_api_conf_rules(&p[i]);
@@ -621,52 +724,35 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
                                       OR_OPRULES_MAX, total);
     }
 
-    global = json_object_get(call->body, "global");
-    gtouched = 0;
+    return NGX_OK;
+}
 
-    ngx_str_set(&key, "global");
 
-    if (ngx_omniroute_settings_read_override(call->omcf, &key, &gold)
-        != NGX_OK)
-    {
-        ngx_memzero(&gold, sizeof(ngx_omniroute_settings_override_t));
-    }
+/*
+ * Write the validated rows, all or nothing: every record under one lock,
+ * after room for all of them was found; records are merged field by
+ * field with concurrent PATCHes.
+ */
 
-    gov = gold;
+static ngx_int_t
+ngx_omniroute_api_patch_apply(ngx_omniroute_api_call_t *call,
+    ngx_omniroute_api_patch_t *patch, ngx_uint_t nrows)
+{
+    ngx_uint_t                  i, nops;
+    ngx_omniroute_store_op_t   *ops;
+    ngx_omniroute_api_patch_t  *pt;
 
-    if (global) {
-        if (!json_is_object(global)) {
-            return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
-                                          "invalid_type",
-                                          "\"global\" must be an object");
-        }
-
-        if (ngx_omniroute_api_parse_table(call,
-                                          ngx_omniroute_global_settings,
-                                          global, "global", NULL, &gov)
-            != NGX_OK)
-        {
-            return NGX_ERROR;
-        }
-
-        gtouched = 1;
-    }
-
-    /*
-     * 2. write, all or nothing: every record under one lock, after room
-     * for all of them was found; records are merged field by field with
-     * concurrent PATCHes
-     */
+    /* a settings record per row, a rules record per provider */
 
     ops = ngx_pcalloc(call->r->pool,
-                      (2 * n + 1) * sizeof(ngx_omniroute_store_op_t));
+                      2 * nrows * sizeof(ngx_omniroute_store_op_t));
     if (ops == NULL) {
         return NGX_ERROR;
     }
 
     nops = 0;
 
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < nrows; i++) {
         pt = &patch[i];
 
         if (!pt->touched) {
@@ -676,7 +762,7 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
         pt->m.ov = &pt->ov;
         pt->m.old = &pt->old;
 
-        if (ngx_omniroute_api_op(call, &ops[nops++], "provider:", &p[i].name,
+        if (ngx_omniroute_api_op(call, &ops[nops++], pt->prefix, pt->name,
                                  sizeof(ngx_omniroute_settings_override_t),
                                  ngx_omniroute_api_merge_update, &pt->m, 1)
             != NGX_OK)
@@ -688,27 +774,12 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
             continue;
         }
 
-        if (ngx_omniroute_api_op(call, &ops[nops++], "rules:", &p[i].name,
+        if (ngx_omniroute_api_op(call, &ops[nops++], "rules:", pt->name,
                                  sizeof(ngx_omniroute_rules_override_t),
                                  pt->rules == 1
                                  ? ngx_omniroute_api_rules_update
                                  : ngx_omniroute_api_rules_delete,
                                  pt->ro, pt->rules == 1)
-            != NGX_OK)
-        {
-            return NGX_ERROR;
-        }
-    }
-
-    if (gtouched) {
-        gm.ov = &gov;
-        gm.old = &gold;
-
-        ngx_str_set(&key, "global");
-
-        if (ngx_omniroute_api_op(call, &ops[nops++], "", &key,
-                                 sizeof(ngx_omniroute_settings_override_t),
-                                 ngx_omniroute_api_merge_update, &gm, 1)
             != NGX_OK)
         {
             return NGX_ERROR;
@@ -724,20 +795,25 @@ ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call)
                                       "the settings; nothing was changed");
     }
 
-    for (i = 0; i < n; i++) {
-        if (patch[i].touched) {
+    for (i = 0; i < nrows; i++) {
+        pt = &patch[i];
+
+        if (!pt->touched) {
+            continue;
+        }
+
+        if (pt->p) {
             ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
                           "omniroute api: runtime settings of provider "
-                          "\"%V\" changed", &p[i].name);
+                          "\"%V\" changed", &pt->p->name);
+
+        } else {
+            ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
+                          "omniroute api: global runtime settings changed");
         }
     }
 
-    if (gtouched) {
-        ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
-                      "omniroute api: global runtime settings changed");
-    }
-
-    return ngx_omniroute_api_settings(call);
+    return NGX_OK;
 }
 
 
