@@ -285,11 +285,17 @@ ngx_int_t ngx_omniroute_check_conf(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_json_server(ngx_conf_t *cf);
 void ngx_omniroute_conf_error(ngx_conf_t *cf, ngx_str_t *file,
     ngx_uint_t line, const char *fmt, ...);
+
+/* a model's routes and the lookups in them (conf/ngx_omniroute_routes.c) */
+ngx_int_t ngx_omniroute_routes_init(ngx_conf_t *cf,
+    ngx_omniroute_main_conf_t *omcf);
 ngx_uint_t ngx_omniroute_routes_capped(ngx_omniroute_route_t *routes,
     ngx_uint_t n);
 ngx_int_t ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
     ngx_omniroute_main_conf_t *omcf, ngx_omniroute_target_t *t);
 ngx_omniroute_model_t *ngx_omniroute_model_lookup(
+    ngx_omniroute_main_conf_t *omcf, ngx_str_t *name);
+ngx_omniroute_model_t *ngx_omniroute_find_model(
     ngx_omniroute_main_conf_t *omcf, ngx_str_t *name);
 ngx_int_t ngx_omniroute_provider_lookup(ngx_omniroute_main_conf_t *omcf,
     ngx_str_t *name);
