@@ -301,6 +301,14 @@ ngx_int_t ngx_omniroute_provider_lookup(ngx_omniroute_main_conf_t *omcf,
     ngx_str_t *name);
 size_t ngx_omniroute_lockout_scope_index(or_scope_e scope);
 
+/*
+ * The metrics zone's layout from the configuration, and the zone added
+ * (conf/ngx_omniroute_metrics_conf.c); called once the http block is
+ * parsed and the routes are built
+ */
+ngx_int_t ngx_omniroute_mzone_add(ngx_conf_t *cf,
+    ngx_omniroute_main_conf_t *omcf);
+
 /* secrets from files (conf/ngx_omniroute_secret.c) */
 ngx_int_t ngx_omniroute_read_secret(ngx_conf_t *cf, ngx_pool_t *pool,
     ngx_str_t *path, size_t max, const char *what, ngx_str_t *secret);
