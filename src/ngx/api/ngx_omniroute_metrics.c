@@ -122,13 +122,9 @@ static const char  *ngx_omniroute_table_names[NGX_OMNIROUTE_T_COUNT] = {
 ngx_int_t
 ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
 {
-    size_t                          used, total;
     u_char                         *name;
     ngx_uint_t                      i, j, n[3];
-    ngx_uint_t                      records[NGX_OMNIROUTE_T_COUNT];
-    ngx_uint_t                      evictions, failures;
     or_msec_t                       retry;
-    ngx_slab_pool_t                *shpool;
     or_breaker_t                    cb;
     or_conn_state_t                 cs;
     or_cooldown_view_t              view;
@@ -139,6 +135,7 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
     ngx_omniroute_provider_t       *p;
     ngx_omniroute_connection_t     *c;
     ngx_omniroute_metrics_buf_t     mb;
+    ngx_omniroute_store_usage_t     zu;
     ngx_omniroute_metrics_visit_t   mv;
     ngx_omniroute_metrics_breaker_t *bv;
 
@@ -347,40 +344,18 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
 
     /* the zone */
 
-    total = 0;
-    used = 0;
-    evictions = 0;
-    failures = 0;
-    ngx_memzero(records, sizeof(records));
-
-    if (sh) {
-        shpool = st->shpool;
-
-        ngx_shmtx_lock(&shpool->mutex);
-
-        total = call->omcf->shm_zone->shm.size;
-        used = total - shpool->pfree * ngx_pagesize;
-
-        for (i = 0; i < NGX_OMNIROUTE_T_COUNT; i++) {
-            records[i] = sh->records[i];
-        }
-
-        evictions = sh->evictions;
-        failures = sh->alloc_failures;
-
-        ngx_shmtx_unlock(&shpool->mutex);
-    }
+    ngx_omniroute_store_usage(st, &zu);
 
     ngx_omniroute_metrics_head(&mb, "omniroute_zone_size_bytes", "gauge",
                                "Size of the omniroute shared memory "
                                "zone.");
     ngx_omniroute_metrics_printf(&mb, "omniroute_zone_size_bytes %uz\n",
-                                 total);
+                                 zu.size);
 
     ngx_omniroute_metrics_head(&mb, "omniroute_zone_used_bytes", "gauge",
                                "Bytes of the zone in used pages.");
     ngx_omniroute_metrics_printf(&mb, "omniroute_zone_used_bytes %uz\n",
-                                 used);
+                                 zu.used);
 
     ngx_omniroute_metrics_head(&mb, "omniroute_zone_records", "gauge",
                                "State records in the zone, by table.");
@@ -388,7 +363,7 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
     for (i = 0; i < NGX_OMNIROUTE_T_COUNT; i++) {
         ngx_omniroute_metrics_printf(&mb,
                               "omniroute_zone_records{table=\"%s\"} %ui\n",
-                              ngx_omniroute_table_names[i], records[i]);
+                              ngx_omniroute_table_names[i], zu.records[i]);
     }
 
     ngx_omniroute_metrics_head(&mb, "omniroute_queue_depth", "gauge",
@@ -402,7 +377,7 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                                "Records evicted to make room (least "
                                "recently used first).");
     ngx_omniroute_metrics_printf(&mb, "omniroute_zone_evictions_total %ui\n",
-                                 evictions);
+                                 zu.evictions);
 
     ngx_omniroute_metrics_head(&mb, "omniroute_zone_alloc_failures_total",
                                "counter",
@@ -410,7 +385,7 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
                                "room even after eviction.");
     ngx_omniroute_metrics_printf(&mb,
                                  "omniroute_zone_alloc_failures_total %ui\n",
-                                 failures);
+                                 zu.alloc_failures);
 
     ngx_omniroute_metrics_head(&mb, "omniroute_zone_events_lost_total",
                                "counter",

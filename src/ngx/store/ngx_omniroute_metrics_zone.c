@@ -482,3 +482,30 @@ ngx_omniroute_mzone_transition(ngx_omniroute_mzone_t *mz, ngx_uint_t provider,
 
     ngx_shmtx_unlock(&mz->shpool->mutex);
 }
+
+
+/*
+ * A copy of the provider's breaker timeline (NGX_OMNIROUTE_TIMELINE
+ * entries, taken under the lock); returns the count of changes ever
+ * written, whose last ones it holds
+ */
+
+ngx_uint_t
+ngx_omniroute_mzone_timeline(ngx_omniroute_mzone_t *mz, ngx_uint_t provider,
+    ngx_omniroute_transition_t *tl)
+{
+    ngx_uint_t                  next;
+    ngx_omniroute_mprovider_t  *mp;
+
+    mp = &mz->sh->providers[provider];
+
+    ngx_shmtx_lock(&mz->shpool->mutex);
+
+    next = mp->next;
+    ngx_memcpy(tl, mp->timeline,
+               NGX_OMNIROUTE_TIMELINE * sizeof(ngx_omniroute_transition_t));
+
+    ngx_shmtx_unlock(&mz->shpool->mutex);
+
+    return next;
+}

@@ -170,6 +170,8 @@ void ngx_omniroute_mzone_tick(ngx_omniroute_mzone_t *mz, ngx_uint_t provider,
     or_msec_t now, ngx_uint_t error, or_msec_t ms);
 void ngx_omniroute_mzone_transition(ngx_omniroute_mzone_t *mz,
     ngx_uint_t provider, ngx_uint_t from, ngx_uint_t to, or_msec_t now);
+ngx_uint_t ngx_omniroute_mzone_timeline(ngx_omniroute_mzone_t *mz,
+    ngx_uint_t provider, ngx_omniroute_transition_t *tl);
 
 /* the model slots without a declared name */
 #define ngx_omniroute_mzone_direct(mz, provider)                             \
