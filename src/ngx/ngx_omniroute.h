@@ -143,9 +143,10 @@ typedef struct {
  * One worker's memo of how planning began for a model checked in priority
  * order: its first routes were all excluded by their connections' states
  * (cooling, terminal), as of the connection, breaker and settings tables'
- * generations; valid until the first of those cooldowns ends.  A request then lists those exclusions without
- * checking the routes again (ngx_omniroute_plan_memo.c).  In
- * configuration memory, of which every worker has its own copy.
+ * generations; valid until the first of those cooldowns ends.  A request
+ * then lists those exclusions without checking the routes again
+ * (ngx_omniroute_plan_memo.c).  In configuration memory, of which every
+ * worker has its own copy.
  */
 typedef struct {
     const char                   *reason;       /* or_exclusion_name() */
@@ -280,7 +281,11 @@ char *ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_models(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_models_merge(ngx_conf_t *cf,
     ngx_omniroute_loc_conf_t *prev, ngx_omniroute_loc_conf_t *conf);
+char *ngx_omniroute_emergency_fallback(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 char *ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf);
+
+/* checks once every location is known (conf/ngx_omniroute_check.c) */
 ngx_int_t ngx_omniroute_check_conf(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_json_server(ngx_conf_t *cf);
 void ngx_omniroute_conf_error(ngx_conf_t *cf, ngx_str_t *file,
@@ -314,8 +319,6 @@ ngx_int_t ngx_omniroute_read_secret(ngx_conf_t *cf, ngx_pool_t *pool,
     ngx_str_t *path, size_t max, const char *what, ngx_str_t *secret);
 
 /* resilience directives (conf/ngx_omniroute_rules_conf.c) */
-char *ngx_omniroute_emergency_fallback(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
 char *ngx_omniroute_model_lockout(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_omniroute_error_rule(ngx_conf_t *cf, ngx_command_t *cmd,
