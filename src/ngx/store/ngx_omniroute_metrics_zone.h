@@ -108,9 +108,8 @@ typedef struct {
 
 
 /*
- * In the configuration: the layout, laid out from the configuration by
- * conf/ngx_omniroute_metrics_conf.c, and the zone that holds its
- * counters
+ * In the configuration: the layout (computed by
+ * conf/ngx_omniroute_metrics_conf.c) and the zone that holds its counters
  */
 typedef struct ngx_omniroute_mzone_s  ngx_omniroute_mzone_t;
 
