@@ -143,9 +143,10 @@ typedef struct {
  * One worker's memo of how planning began for a model checked in priority
  * order: its first routes were all excluded by their connections' states
  * (cooling, terminal), as of the connection, breaker and settings tables'
- * generations; valid until the first of those cooldowns ends.  A request then lists those exclusions without
- * checking the routes again (ngx_omniroute_plan_memo.c).  In
- * configuration memory, of which every worker has its own copy.
+ * generations; valid until the first of those cooldowns ends.  A request
+ * then lists those exclusions without checking the routes again
+ * (ngx_omniroute_plan_memo.c).  In configuration memory, of which every
+ * worker has its own copy.
  */
 typedef struct {
     const char                   *reason;       /* or_exclusion_name() */
@@ -280,28 +281,44 @@ char *ngx_omniroute_pass(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_models(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_models_merge(ngx_conf_t *cf,
     ngx_omniroute_loc_conf_t *prev, ngx_omniroute_loc_conf_t *conf);
+char *ngx_omniroute_emergency_fallback(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 char *ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf);
+
+/* checks once every location is known (conf/ngx_omniroute_check.c) */
 ngx_int_t ngx_omniroute_check_conf(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_json_server(ngx_conf_t *cf);
 void ngx_omniroute_conf_error(ngx_conf_t *cf, ngx_str_t *file,
     ngx_uint_t line, const char *fmt, ...);
+
+/* a model's routes and the lookups in them (conf/ngx_omniroute_routes.c) */
+ngx_int_t ngx_omniroute_routes_init(ngx_conf_t *cf,
+    ngx_omniroute_main_conf_t *omcf);
 ngx_uint_t ngx_omniroute_routes_capped(ngx_omniroute_route_t *routes,
     ngx_uint_t n);
 ngx_int_t ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
     ngx_omniroute_main_conf_t *omcf, ngx_omniroute_target_t *t);
 ngx_omniroute_model_t *ngx_omniroute_model_lookup(
     ngx_omniroute_main_conf_t *omcf, ngx_str_t *name);
+ngx_omniroute_model_t *ngx_omniroute_find_model(
+    ngx_omniroute_main_conf_t *omcf, ngx_str_t *name);
 ngx_int_t ngx_omniroute_provider_lookup(ngx_omniroute_main_conf_t *omcf,
     ngx_str_t *name);
 size_t ngx_omniroute_lockout_scope_index(or_scope_e scope);
+
+/*
+ * The metrics zone's layout from the configuration, and the zone added
+ * (conf/ngx_omniroute_metrics_conf.c); called once the http block is
+ * parsed and the routes are built
+ */
+ngx_int_t ngx_omniroute_mzone_add(ngx_conf_t *cf,
+    ngx_omniroute_main_conf_t *omcf);
 
 /* secrets from files (conf/ngx_omniroute_secret.c) */
 ngx_int_t ngx_omniroute_read_secret(ngx_conf_t *cf, ngx_pool_t *pool,
     ngx_str_t *path, size_t max, const char *what, ngx_str_t *secret);
 
 /* resilience directives (conf/ngx_omniroute_rules_conf.c) */
-char *ngx_omniroute_emergency_fallback(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
 char *ngx_omniroute_model_lockout(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_omniroute_error_rule(ngx_conf_t *cf, ngx_command_t *cmd,

@@ -165,17 +165,9 @@ ngx_omniroute_api_timeline(ngx_omniroute_mzone_t *mz, ngx_uint_t i)
 {
     json_t                      *list, *item;
     ngx_uint_t                   k, n, next;
-    ngx_omniroute_mprovider_t   *mp;
     ngx_omniroute_transition_t   tl[NGX_OMNIROUTE_TIMELINE];
 
-    mp = &mz->sh->providers[i];
-
-    ngx_shmtx_lock(&mz->shpool->mutex);
-
-    next = mp->next;
-    ngx_memcpy(tl, mp->timeline, sizeof(tl));
-
-    ngx_shmtx_unlock(&mz->shpool->mutex);
+    next = ngx_omniroute_mzone_timeline(mz, i, tl);
 
     list = json_array();
     if (list == NULL) {

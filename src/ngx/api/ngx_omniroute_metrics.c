@@ -599,13 +599,10 @@ static ngx_omniroute_metrics_family_t  ngx_omniroute_metrics_families[] = {
 ngx_int_t
 ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
 {
-    size_t                           used, total;
     ngx_uint_t                       i;
-    ngx_uint_t                       records[NGX_OMNIROUTE_T_COUNT];
-    ngx_uint_t                       evictions, failures;
-    ngx_slab_pool_t                 *shpool;
     ngx_omniroute_sh_t              *sh;
     ngx_omniroute_store_t           *st;
+    ngx_omniroute_store_usage_t      zu;
     ngx_omniroute_metrics_buf_t      mb;
     ngx_omniroute_metrics_family_t  *f;
     ngx_omniroute_metrics_scrape_t   sc;
@@ -625,41 +622,19 @@ ngx_omniroute_api_metrics(ngx_omniroute_api_call_t *call)
 
     /* the zone */
 
-    total = 0;
-    used = 0;
-    evictions = 0;
-    failures = 0;
-    ngx_memzero(records, sizeof(records));
-
-    if (sh) {
-        shpool = st->shpool;
-
-        ngx_shmtx_lock(&shpool->mutex);
-
-        total = call->omcf->shm_zone->shm.size;
-        used = total - shpool->pfree * ngx_pagesize;
-
-        for (i = 0; i < NGX_OMNIROUTE_T_COUNT; i++) {
-            records[i] = sh->records[i];
-        }
-
-        evictions = sh->evictions;
-        failures = sh->alloc_failures;
-
-        ngx_shmtx_unlock(&shpool->mutex);
-    }
+    ngx_omniroute_store_usage(st, &zu);
 
     if (ngx_omniroute_metrics_scrape(&sc, call, st, sh, mb.pool) != NGX_OK) {
         return NGX_ERROR;
     }
 
-    sc.total = total;
-    sc.used = used;
-    sc.evictions = evictions;
-    sc.failures = failures;
+    sc.total = zu.size;
+    sc.used = zu.used;
+    sc.evictions = zu.evictions;
+    sc.failures = zu.alloc_failures;
 
     for (i = 0; i < NGX_OMNIROUTE_T_COUNT; i++) {
-        sc.records[i] = records[i];
+        sc.records[i] = zu.records[i];
     }
 
     for (f = ngx_omniroute_metrics_families; f->name; f++) {

@@ -105,7 +105,6 @@ ngx_int_t
 ngx_omniroute_redis_mirror_init(ngx_cycle_t *cycle,
     ngx_omniroute_redis_main_conf_t *rmcf, ngx_omniroute_store_t *store)
 {
-    ngx_slab_pool_t             *shpool;
     ngx_omniroute_redis_link_t  *link;
 
     link = ngx_pcalloc(cycle->pool, sizeof(ngx_omniroute_redis_link_t));
@@ -154,10 +153,7 @@ ngx_omniroute_redis_mirror_init(ngx_cycle_t *cycle,
 
     /* history is not replayed: the first sync pushes the whole state */
 
-    shpool = store->shpool;
-    ngx_shmtx_lock(&shpool->mutex);
-    link->cursor = store->sh->next_seq;
-    ngx_shmtx_unlock(&shpool->mutex);
+    link->cursor = ngx_omniroute_store_next_seq(store);
 
     link->stats->owner = ngx_pid;
     link->state = NGX_OMNIROUTE_REDIS_DOWN;

@@ -340,10 +340,7 @@ ngx_omniroute_count_attempt(ngx_http_request_t *r,
 void
 ngx_omniroute_count_restatement(ngx_http_request_t *r, const char *rule)
 {
-    size_t                       len;
-    ngx_uint_t                   i;
-    ngx_omniroute_store_t       *st;
-    ngx_omniroute_rule_count_t  *rc;
+    ngx_omniroute_store_t  *st;
 
     st = ngx_omniroute_stats_store(r);
 
@@ -355,26 +352,7 @@ ngx_omniroute_count_restatement(ngx_http_request_t *r, const char *rule)
         rule = "unnamed";
     }
 
-    len = ngx_min(ngx_strlen(rule), NGX_OMNIROUTE_RULE_NAME_MAX - 1);
-
-    ngx_shmtx_lock(&st->shpool->mutex);
-
-    for (i = 0; i < NGX_OMNIROUTE_RULE_SLOTS; i++) {
-        rc = &st->sh->stats.restatements[i];
-
-        if (rc->name[0] == '\0') {
-            ngx_memcpy(rc->name, rule, len);
-            rc->name[len] = '\0';
-        }
-
-        if (ngx_strncmp(rc->name, rule, len) == 0 && rc->name[len] == '\0')
-        {
-            rc->count++;
-            break;
-        }
-    }
-
-    ngx_shmtx_unlock(&st->shpool->mutex);
+    ngx_omniroute_store_count_rule(st, rule);
 }
 
 

@@ -5,7 +5,8 @@
  * The metrics zone: a shared-memory zone of its own (beside the state
  * zone, omniroute_zone) holding the labelled counters, histograms and
  * per-second rings of the metrics and the status page.  Its layout is
- * fixed at configuration time: arrays indexed by configuration order,
+ * fixed at configuration time (conf/ngx_omniroute_metrics_conf.c) and
+ * handed to the store as plain arrays: indexed by configuration order,
  * sized from the number of providers, connections, models and the
  * (model, connection) pairs the routes make, so every label value is a
  * configured name and the cardinality is bounded by the configuration.
@@ -106,7 +107,10 @@ typedef struct {
 } ngx_omniroute_msh_t;
 
 
-/* in the configuration */
+/*
+ * In the configuration: the layout (computed by
+ * conf/ngx_omniroute_metrics_conf.c) and the zone that holds its counters
+ */
 typedef struct ngx_omniroute_mzone_s  ngx_omniroute_mzone_t;
 
 struct ngx_omniroute_mzone_s {
@@ -144,25 +148,29 @@ struct ngx_omniroute_mzone_s {
 };
 
 
-struct ngx_omniroute_main_conf_s;
-
-
 extern const ngx_msec_t  ngx_omniroute_hist_bounds[NGX_OMNIROUTE_HIST_BOUNDS];
 
 
 /*
- * Builds the layout of the configuration's metrics and adds the zone (no
- * zone without providers).  Called once the http block is parsed and the
- * routes are built.
+ * Adds the zone of a layout: mz's counts, label names and keys, pairs
+ * and costs filled in by the configuration (ngx_omniroute_mzone_add(),
+ * conf/ngx_omniroute_metrics_conf.c).  The zone is named by a
+ * fingerprint of the keys.
  */
-ngx_int_t ngx_omniroute_mzone_add(ngx_conf_t *cf,
-    struct ngx_omniroute_main_conf_s *omcf);
+ngx_int_t ngx_omniroute_mzone_create(ngx_conf_t *cf,
+    ngx_omniroute_mzone_t *mz);
+
+/* the key of a label, its kind ("p", "c", "m", "r") and one or two names */
+uint64_t ngx_omniroute_mzone_key(const char *kind, ngx_str_t *a,
+    ngx_str_t *b);
 
 void ngx_omniroute_hist_observe(ngx_omniroute_hist_t *h, or_msec_t ms);
 void ngx_omniroute_mzone_tick(ngx_omniroute_mzone_t *mz, ngx_uint_t provider,
     or_msec_t now, ngx_uint_t error, or_msec_t ms);
 void ngx_omniroute_mzone_transition(ngx_omniroute_mzone_t *mz,
     ngx_uint_t provider, ngx_uint_t from, ngx_uint_t to, or_msec_t now);
+ngx_uint_t ngx_omniroute_mzone_timeline(ngx_omniroute_mzone_t *mz,
+    ngx_uint_t provider, ngx_omniroute_transition_t *tl);
 
 /* the model slots without a declared name */
 #define ngx_omniroute_mzone_direct(mz, provider)                             \

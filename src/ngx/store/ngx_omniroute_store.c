@@ -1191,6 +1191,75 @@ ngx_omniroute_store_visit(ngx_omniroute_store_t *st, ngx_uint_t table,
 }
 
 
+/* what the zone holds, read under the lock; all 0 without a zone */
+
+void
+ngx_omniroute_store_usage(ngx_omniroute_store_t *st,
+    ngx_omniroute_store_usage_t *u)
+{
+    ngx_uint_t           i;
+    ngx_omniroute_sh_t  *sh;
+
+    ngx_memzero(u, sizeof(ngx_omniroute_store_usage_t));
+
+    if (st == NULL || st->sh == NULL) {
+        return;
+    }
+
+    sh = st->sh;
+
+    ngx_shmtx_lock(&st->shpool->mutex);
+
+    u->size = st->shm_zone->shm.size;
+    u->used = u->size - st->shpool->pfree * ngx_pagesize;
+
+    for (i = 0; i < NGX_OMNIROUTE_T_COUNT; i++) {
+        u->records[i] = sh->records[i];
+    }
+
+    u->evictions = sh->evictions;
+    u->alloc_failures = sh->alloc_failures;
+
+    ngx_shmtx_unlock(&st->shpool->mutex);
+}
+
+
+/*
+ * One more restatement by the rule of this name (its first
+ * NGX_OMNIROUTE_RULE_NAME_MAX - 1 bytes): in the slot of that name, or
+ * the first free one; not counted once every slot has another name.
+ */
+
+void
+ngx_omniroute_store_count_rule(ngx_omniroute_store_t *st, const char *rule)
+{
+    size_t                       len;
+    ngx_uint_t                   i;
+    ngx_omniroute_rule_count_t  *rc;
+
+    len = ngx_min(ngx_strlen(rule), NGX_OMNIROUTE_RULE_NAME_MAX - 1);
+
+    ngx_shmtx_lock(&st->shpool->mutex);
+
+    for (i = 0; i < NGX_OMNIROUTE_RULE_SLOTS; i++) {
+        rc = &st->sh->stats.restatements[i];
+
+        if (rc->name[0] == '\0') {
+            ngx_memcpy(rc->name, rule, len);
+            rc->name[len] = '\0';
+        }
+
+        if (ngx_strncmp(rc->name, rule, len) == 0 && rc->name[len] == '\0')
+        {
+            rc->count++;
+            break;
+        }
+    }
+
+    ngx_shmtx_unlock(&st->shpool->mutex);
+}
+
+
 /*
  * The in-flight counter of a key (a connection id), shared by the workers
  * and updated with atomics: an open-addressing table of hashes, claimed
@@ -1231,6 +1300,24 @@ ngx_omniroute_inflight(ngx_omniroute_store_t *st, ngx_str_t *key)
     }
 
     return NULL;
+}
+
+
+/*
+ * The sequence the next event will have: where a reader that does not
+ * replay the history starts
+ */
+
+uint64_t
+ngx_omniroute_store_next_seq(ngx_omniroute_store_t *st)
+{
+    uint64_t  seq;
+
+    ngx_shmtx_lock(&st->shpool->mutex);
+    seq = st->sh->next_seq;
+    ngx_shmtx_unlock(&st->shpool->mutex);
+
+    return seq;
 }
 
 

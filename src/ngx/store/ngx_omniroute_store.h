@@ -252,6 +252,16 @@ typedef struct {
 } ngx_omniroute_store_cache_t;
 
 
+/* what the zone holds, for metrics (ngx_omniroute_store_usage()) */
+typedef struct {
+    size_t                        size;         /* of the zone */
+    size_t                        used;         /* in used pages */
+    ngx_uint_t                    records[NGX_OMNIROUTE_T_COUNT];
+    ngx_uint_t                    evictions;
+    ngx_uint_t                    alloc_failures;
+} ngx_omniroute_store_usage_t;
+
+
 ngx_int_t ngx_omniroute_store_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 
@@ -285,8 +295,13 @@ ngx_int_t ngx_omniroute_store_update_all(ngx_omniroute_store_t *st,
 ngx_uint_t ngx_omniroute_store_visit(ngx_omniroute_store_t *st,
     ngx_uint_t table, ngx_omniroute_visit_pt visit, void *arg,
     ngx_pool_t *pool);
+void ngx_omniroute_store_usage(ngx_omniroute_store_t *st,
+    ngx_omniroute_store_usage_t *u);
+void ngx_omniroute_store_count_rule(ngx_omniroute_store_t *st,
+    const char *rule);
 ngx_atomic_t *ngx_omniroute_inflight(ngx_omniroute_store_t *st,
     ngx_str_t *key);
+uint64_t ngx_omniroute_store_next_seq(ngx_omniroute_store_t *st);
 ngx_uint_t ngx_omniroute_store_events(ngx_omniroute_store_t *st,
     uint64_t from, ngx_omniroute_event_t *out, ngx_uint_t max,
     uint64_t *next);
