@@ -11,12 +11,13 @@
 #include <string.h>
 
 #include "or_sse_format.h"
-#include "or_run.h"
+#include "or_json.h"
 #include "or_hint.h"
 #include "or_classify.h"
 
 
-#define OR_SJ_DEPTH           16    /* JSON nesting the classifier reads */
+/* the arrays and objects a value the classifier reads may nest */
+#define OR_SJ_NEST            15
 
 /* the top-level members of an event's data the classifier reads */
 #define OR_SSE_TOP_TYPE       0
@@ -51,9 +52,6 @@ typedef struct {
 #define or_sj_member(lit)  { lit, sizeof(lit) - 1, NULL }
 
 
-static const char *or_sj_ws(const char *p, const char *e);
-static const char *or_sj_str_end(const char *p, const char *e);
-static const char *or_sj_skip(const char *p, const char *e, int depth);
 static const char *or_sj_get(const char *p, const char *e, const char *key);
 static const char *or_sj_members(const char *p, const char *e,
     or_sj_member_t *m, size_t n, int to_end);
@@ -107,136 +105,12 @@ static const or_sse_type_status_t  or_sse_types[] = {
 
 
 /*
- * A tolerant reader of the JSON an event carries: enough to find a
- * member by name and measure a string.  It never allocates; incomplete or
- * invalid input makes it return NULL (the member is "not there").
+ * A tolerant reader of the JSON an event carries, over or_json.h's
+ * reading primitives (or_json_ws(), or_json_string_end(), or_json_skip()):
+ * enough to find a member by name and measure a string.  It never
+ * allocates; incomplete or invalid input makes it return NULL (the member
+ * is "not there").
  */
-
-static const char *
-or_sj_ws(const char *p, const char *e)
-{
-    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) {
-        p++;
-    }
-
-    return p;
-}
-
-
-/* past the string at p (at its '"'), NULL if it does not end */
-
-static const char *
-or_sj_str_end(const char *p, const char *e)
-{
-    p++;
-
-    for ( ;; ) {
-        p = or_run_plain(p, e);
-
-        if (p >= e) {
-            return NULL;
-        }
-
-        if (*p == '"') {
-            return p + 1;
-        }
-
-        /* an escape: the byte after the backslash is not the end */
-        p += 2;
-    }
-}
-
-
-static const char *
-or_sj_skip(const char *p, const char *e, int depth)
-{
-    char  open, close;
-
-    p = or_sj_ws(p, e);
-
-    if (p >= e) {
-        return NULL;
-    }
-
-    switch (*p) {
-
-    case '"':
-        return or_sj_str_end(p, e);
-
-    case '{':
-    case '[':
-        if (depth >= OR_SJ_DEPTH) {
-            return NULL;
-        }
-
-        open = *p;
-        close = (open == '{') ? '}' : ']';
-        p = or_sj_ws(p + 1, e);
-
-        if (p < e && *p == close) {
-            return p + 1;
-        }
-
-        for ( ;; ) {
-            p = or_sj_ws(p, e);
-
-            if (p >= e) {
-                return NULL;
-            }
-
-            if (open == '{') {
-                if (*p != '"') {
-                    return NULL;
-                }
-
-                p = or_sj_str_end(p, e);
-                if (p == NULL) {
-                    return NULL;
-                }
-
-                p = or_sj_ws(p, e);
-
-                if (p >= e || *p != ':') {
-                    return NULL;
-                }
-
-                p++;
-            }
-
-            p = or_sj_skip(p, e, depth + 1);
-            if (p == NULL) {
-                return NULL;
-            }
-
-            p = or_sj_ws(p, e);
-
-            if (p >= e) {
-                return NULL;
-            }
-
-            if (*p == ',') {
-                p++;
-                continue;
-            }
-
-            if (*p == close) {
-                return p + 1;
-            }
-
-            return NULL;
-        }
-
-    default:
-        /* a number, true, false or null */
-        while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' '
-               && *p != '\t' && *p != '\r' && *p != '\n')
-        {
-            p++;
-        }
-
-        return p;
-    }
-}
 
 
 /* the value of member key of the object at p, or NULL */
@@ -278,30 +152,30 @@ or_sj_members(const char *p, const char *e, or_sj_member_t *m, size_t n,
         return NULL;
     }
 
-    p = or_sj_ws(p, e);
+    p = or_json_ws(p, e);
 
     if (p >= e || *p != '{') {
         return NULL;
     }
 
     left = n;
-    p = or_sj_ws(p + 1, e);
+    p = or_json_ws(p + 1, e);
 
     while (p < e && *p == '"') {
         k = p + 1;
-        ke = or_sj_str_end(p, e);
+        ke = or_json_string_end(p, e);
 
         if (ke == NULL) {
             return NULL;
         }
 
-        p = or_sj_ws(ke, e);
+        p = or_json_ws(ke, e);
 
         if (p >= e || *p != ':') {
             return NULL;
         }
 
-        p = or_sj_ws(p + 1, e);
+        p = or_json_ws(p + 1, e);
 
         if (p >= e) {
             return NULL;
@@ -321,18 +195,18 @@ or_sj_members(const char *p, const char *e, or_sj_member_t *m, size_t n,
             }
         }
 
-        p = or_sj_skip(p, e, 1);
+        p = or_json_skip(p, e, OR_SJ_NEST);
         if (p == NULL) {
             return NULL;
         }
 
-        p = or_sj_ws(p, e);
+        p = or_json_ws(p, e);
 
         if (p >= e || *p != ',') {
             break;
         }
 
-        p = or_sj_ws(p + 1, e);
+        p = or_json_ws(p + 1, e);
     }
 
     return (p < e && *p == '}') ? p + 1 : NULL;
@@ -462,7 +336,7 @@ or_sj_first(const char *p, const char *e)
         return NULL;
     }
 
-    p = or_sj_ws(p + 1, e);
+    p = or_json_ws(p + 1, e);
 
     if (p >= e || *p == ']') {
         return NULL;
@@ -477,7 +351,7 @@ or_sj_first(const char *p, const char *e)
 static const char *
 or_sj_next(const char *p, const char *e)
 {
-    p = or_sj_skip(p, e, 1);
+    p = or_json_skip(p, e, OR_SJ_NEST);
 
     return (p == NULL) ? NULL : or_sj_after(p, e);
 }
@@ -488,13 +362,13 @@ or_sj_next(const char *p, const char *e)
 static const char *
 or_sj_after(const char *p, const char *e)
 {
-    p = or_sj_ws(p, e);
+    p = or_json_ws(p, e);
 
     if (p >= e || *p != ',') {
         return NULL;
     }
 
-    p = or_sj_ws(p + 1, e);
+    p = or_json_ws(p + 1, e);
 
     return p < e ? p : NULL;
 }
@@ -595,20 +469,7 @@ or_sj_decode(const char *p, const char *e, char *out, size_t size)
             break;
         }
 
-        if (i == 2) {
-            *o++ = (char) (0xc0 | (cp >> 6));
-
-        } else if (i == 3) {
-            *o++ = (char) (0xe0 | (cp >> 12));
-            *o++ = (char) (0x80 | ((cp >> 6) & 0x3f));
-
-        } else {
-            *o++ = (char) (0xf0 | (cp >> 18));
-            *o++ = (char) (0x80 | ((cp >> 12) & 0x3f));
-            *o++ = (char) (0x80 | ((cp >> 6) & 0x3f));
-        }
-
-        *o++ = (char) (0x80 | (cp & 0x3f));
+        o = or_json_utf8_put(o, cp);
     }
 
     /* never end inside a UTF-8 sequence (raw bytes cut by the bound) */
@@ -739,7 +600,7 @@ or_sse_what(const char *name, size_t name_len, const char *data,
     ev->data_len = data_len;
     ev->truncated = (data_total > data_len);
 
-    p = or_sj_ws(data, data + data_len);
+    p = or_json_ws(data, data + data_len);
     e = data + data_len;
 
     if ((size_t) (e - p) >= 6 && memcmp(p, "[DONE]", 6) == 0) {
@@ -1146,7 +1007,7 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
         }
 
         if (ev->truncated && !text && !tool && !reasoning
-            && or_sj_skip(d, e, 1) == NULL)
+            && or_json_skip(d, e, OR_SJ_NEST) == NULL)
         {
             /* a delta longer than we keep, of a member not read */
             text = 1;
@@ -1273,7 +1134,7 @@ or_sse_error_message(const char *data, size_t len, char *out, size_t size)
     }
 
     e = data + len;
-    p = or_sj_ws(data, e);
+    p = or_json_ws(data, e);
 
     err = or_sj_get(p, e, "error");
 
