@@ -28,6 +28,11 @@
 
 #define or_json_min(a, b)  ((a) < (b) ? (a) : (b))
 
+/* or_json_ws() (or_json.h) over the scanner's unsigned bytes */
+#define or_json_uws(p, last)                                                 \
+    ((const unsigned char *) or_json_ws((const char *) (p),                   \
+                                        (const char *) (last)))
+
 
 typedef enum {
     OR_JSON_M_NONE = 0,
@@ -54,8 +59,6 @@ typedef struct {
 } or_json_name_t;
 
 
-static const unsigned char *or_json_ws(const unsigned char *p,
-    const unsigned char *last);
 static int or_json_word_special(uint64_t w);
 static inline const unsigned char *or_json_string(const unsigned char *p,
     const unsigned char *last, unsigned *escaped, const char **err);
@@ -77,7 +80,6 @@ static or_json_member_e or_json_member(const unsigned char *key, size_t len,
     unsigned escaped, or_json_find_t *find);
 static or_json_type_e or_json_type_of(unsigned char c);
 static int or_json_hex4(const unsigned char *p, uint32_t *cp);
-static unsigned char *or_json_utf8_put(unsigned char *d, uint32_t cp);
 
 
 /*
@@ -137,19 +139,6 @@ static const char  *or_json_rc_names[] = {
 static const char  *or_json_type_names[] = {
     "absent", "string", "number", "true", "false", "null", "object", "array"
 };
-
-
-static const unsigned char *
-or_json_ws(const unsigned char *p, const unsigned char *last)
-{
-    while (p < last
-           && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-    {
-        p++;
-    }
-
-    return p;
-}
 
 
 /*
@@ -1127,7 +1116,7 @@ or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out,
     start = (const unsigned char *) buf;
     last = start + len;
 
-    p = or_json_ws(start, last);
+    p = or_json_uws(start, last);
 
     if (p == last) {
         out->error = "empty document";
@@ -1201,7 +1190,7 @@ value:
 
         depth++;
 
-        p = or_json_ws(p + 1, last);
+        p = or_json_uws(p + 1, last);
 
         if (p < last && *p == (in_object ? '}' : ']')) {
             p++;
@@ -1302,7 +1291,7 @@ done_value:
         member = OR_JSON_M_NONE;
     }
 
-    p = or_json_ws(p, last);
+    p = or_json_uws(p, last);
 
     if (depth == 0) {
         if (p != last) {
@@ -1324,7 +1313,7 @@ done_value:
     }
 
     if (*p == ',') {
-        p = or_json_ws(p + 1, last);
+        p = or_json_uws(p + 1, last);
 
         if (in_object) {
             goto key;
@@ -1385,7 +1374,7 @@ key:
         }
     }
 
-    p = or_json_ws(p, last);
+    p = or_json_uws(p, last);
 
     if (p == last) {
         goto premature;
@@ -1396,7 +1385,7 @@ key:
         goto syntax;
     }
 
-    p = or_json_ws(p + 1, last);
+    p = or_json_uws(p + 1, last);
 
     goto value;
 
@@ -1439,32 +1428,6 @@ or_json_hex4(const unsigned char *p, uint32_t *cp)
     *cp = v;
 
     return 0;
-}
-
-
-static unsigned char *
-or_json_utf8_put(unsigned char *d, uint32_t cp)
-{
-    if (cp < 0x80) {
-        *d++ = (unsigned char) cp;
-
-    } else if (cp < 0x800) {
-        *d++ = (unsigned char) (0xc0 | (cp >> 6));
-        *d++ = (unsigned char) (0x80 | (cp & 0x3f));
-
-    } else if (cp < 0x10000) {
-        *d++ = (unsigned char) (0xe0 | (cp >> 12));
-        *d++ = (unsigned char) (0x80 | ((cp >> 6) & 0x3f));
-        *d++ = (unsigned char) (0x80 | (cp & 0x3f));
-
-    } else {
-        *d++ = (unsigned char) (0xf0 | (cp >> 18));
-        *d++ = (unsigned char) (0x80 | ((cp >> 12) & 0x3f));
-        *d++ = (unsigned char) (0x80 | ((cp >> 6) & 0x3f));
-        *d++ = (unsigned char) (0x80 | (cp & 0x3f));
-    }
-
-    return d;
 }
 
 
@@ -1561,7 +1524,7 @@ or_json_string_decode(const char *span, size_t span_len, char *out)
                 cp = 0xfffd;        /* a lone low surrogate */
             }
 
-            d = or_json_utf8_put(d, cp);
+            d = (unsigned char *) or_json_utf8_put((char *) d, cp);
             break;
 
         default:

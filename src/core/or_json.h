@@ -15,6 +15,11 @@
  * document is otherwise fully validated first).  Everything the RFC allows
  * is accepted, also where jansson refuses: integers beyond int64, 1e400,
  * \u0000, lone surrogate escapes such as \uD800.
+ *
+ * The primitives of reading JSON without validating it (whitespace, a
+ * string's end, a value skipped, a code point's UTF-8) are here too,
+ * inline: the scanner's own and those of the tolerant reader of stream
+ * events (or_sse_format.c), on its per-event path.
  */
 
 #ifndef _OR_JSON_H_INCLUDED_
@@ -22,6 +27,9 @@
 
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "or_run.h"
 
 
 #define OR_JSON_MAX_DEPTH  2048   /* jansson's own limit */
@@ -140,6 +148,178 @@ const char *or_json_rc_name(or_json_rc_e rc);
 
 /* "absent", "string", "number", "true", "false", "null", "object", "array" */
 const char *or_json_type_name(or_json_type_e type);
+
+
+/*
+ * Reading JSON without validating it: total on any input, never past
+ * last; NULL where a value cannot be read (cut short, or not JSON).
+ */
+
+/* past the whitespace at p */
+
+static inline const char *
+or_json_ws(const char *p, const char *last)
+{
+    while (p < last
+           && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    {
+        p++;
+    }
+
+    return p;
+}
+
+
+/*
+ * Past the string at p (at its opening '"'), NULL if it does not end; an
+ * escape's byte is never the end, escapes and bytes are not checked.
+ */
+
+static inline const char *
+or_json_string_end(const char *p, const char *last)
+{
+    p++;
+
+    for ( ;; ) {
+        p = or_run_plain(p, last);
+
+        if (p >= last) {
+            return NULL;
+        }
+
+        if (*p == '"') {
+            return p + 1;
+        }
+
+        /* an escape: the byte after the backslash is not the end */
+        p += 2;
+    }
+}
+
+
+/*
+ * Past the value at p (whitespace before it skipped), NULL if it does not
+ * end or nests more than depth arrays and objects.  A number or literal
+ * is whatever runs up to the next ',', '}', ']' or whitespace.
+ */
+
+static inline const char *
+or_json_skip(const char *p, const char *last, int depth)
+{
+    char  open, close;
+
+    p = or_json_ws(p, last);
+
+    if (p >= last) {
+        return NULL;
+    }
+
+    switch (*p) {
+
+    case '"':
+        return or_json_string_end(p, last);
+
+    case '{':
+    case '[':
+        if (depth <= 0) {
+            return NULL;
+        }
+
+        open = *p;
+        close = (open == '{') ? '}' : ']';
+        p = or_json_ws(p + 1, last);
+
+        if (p < last && *p == close) {
+            return p + 1;
+        }
+
+        for ( ;; ) {
+            p = or_json_ws(p, last);
+
+            if (p >= last) {
+                return NULL;
+            }
+
+            if (open == '{') {
+                if (*p != '"') {
+                    return NULL;
+                }
+
+                p = or_json_string_end(p, last);
+                if (p == NULL) {
+                    return NULL;
+                }
+
+                p = or_json_ws(p, last);
+
+                if (p >= last || *p != ':') {
+                    return NULL;
+                }
+
+                p++;
+            }
+
+            p = or_json_skip(p, last, depth - 1);
+            if (p == NULL) {
+                return NULL;
+            }
+
+            p = or_json_ws(p, last);
+
+            if (p >= last) {
+                return NULL;
+            }
+
+            if (*p == ',') {
+                p++;
+                continue;
+            }
+
+            if (*p == close) {
+                return p + 1;
+            }
+
+            return NULL;
+        }
+
+    default:
+        while (p < last && *p != ',' && *p != '}' && *p != ']' && *p != ' '
+               && *p != '\t' && *p != '\r' && *p != '\n')
+        {
+            p++;
+        }
+
+        return p;
+    }
+}
+
+
+/* the UTF-8 of code point cp (at most U+10FFFF) at d; returns its end */
+
+static inline char *
+or_json_utf8_put(char *d, uint32_t cp)
+{
+    if (cp < 0x80) {
+        *d++ = (char) cp;
+
+    } else if (cp < 0x800) {
+        *d++ = (char) (0xc0 | (cp >> 6));
+        *d++ = (char) (0x80 | (cp & 0x3f));
+
+    } else if (cp < 0x10000) {
+        *d++ = (char) (0xe0 | (cp >> 12));
+        *d++ = (char) (0x80 | ((cp >> 6) & 0x3f));
+        *d++ = (char) (0x80 | (cp & 0x3f));
+
+    } else {
+        *d++ = (char) (0xf0 | (cp >> 18));
+        *d++ = (char) (0x80 | ((cp >> 12) & 0x3f));
+        *d++ = (char) (0x80 | ((cp >> 6) & 0x3f));
+        *d++ = (char) (0x80 | (cp & 0x3f));
+    }
+
+    return d;
+}
 
 
 #endif /* _OR_JSON_H_INCLUDED_ */
