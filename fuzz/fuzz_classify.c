@@ -133,7 +133,7 @@ fuzz_check(const or_response_t *resp, const or_verdict_t *v)
     }
 
     if (v->hint_ms != OR_MSEC_NONE
-        && (v->hint_ms < 0 || v->hint_ms > OR_HINT_MAX_MS))
+        && (v->hint_ms < 0 || v->hint_ms > OR_RETRY_MAX_MS))
     {
         abort();
     }

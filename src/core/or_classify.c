@@ -864,8 +864,8 @@ or_classify(const or_class_conf_t *conf, const or_response_t *resp,
         return;
     }
 
-    v->hint_ms = or_hint_best(resp->headers, resp->nheaders, body, len,
-                              resp->now_ms);
+    v->hint_ms = or_retry_best(resp->headers, resp->nheaders, body, len,
+                               resp->now_ms);
 
     reason = or_classify_terminal(status, body, len);
 

@@ -12,7 +12,7 @@
  *   2. restatement (R-CLASS-1): operator rules, then built-in ones; the
  *      restated status is what every later step sees;
  *   3. a status below 400 is a success (reason none);
- *   4. upstream retry hint (or_hint_best) -> hint_ms;
+ *   4. upstream retry hint (or_retry_best) -> hint_ms;
  *   5. terminal text detectors (banned / credits exhausted / expired token),
  *      which take precedence over rules for their specific phrases;
  *   6. operator rules, first match wins (status and/or substring, AND);
@@ -71,7 +71,7 @@
 
 
 #include "or_types.h"
-#include "or_hint.h"
+#include "or_retry_after.h"
 #include "or_restate.h"
 
 

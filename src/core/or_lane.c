@@ -105,7 +105,7 @@ or_lane_trim(const char **p, size_t *len)
 
 /*
  * An announced time, absolute: epoch seconds as they are (also in the
- * past: a window that just ended), else whatever or_hint_reset() reads
+ * past: a window that just ended), else whatever or_retry_reset() reads
  * (epoch ms, RFC 3339, HTTP date; past ones are now).
  */
 
@@ -130,7 +130,7 @@ or_lane_at(const char *v, size_t len, or_msec_t now)
         }
     }
 
-    rel = or_hint_reset(v, len, now);
+    rel = or_retry_reset(v, len, now);
 
     if (rel == OR_MSEC_NONE) {
         return OR_MSEC_NONE;
@@ -145,7 +145,7 @@ or_lane_at(const char *v, size_t len, or_msec_t now)
 static or_msec_t
 or_lane_secs(const char *v, size_t len)
 {
-    return or_hint_duration(v, len);
+    return or_retry_duration(v, len);
 }
 
 

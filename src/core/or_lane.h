@@ -38,7 +38,7 @@
 
 
 #include "or_types.h"
-#include "or_hint.h"
+#include "or_retry_after.h"
 
 
 #define OR_LANE_MIN_MS(m)           ((or_msec_t) (m) * 60 * 1000)

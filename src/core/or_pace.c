@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "or_pace.h"
-#include "or_hint.h"
+#include "or_retry_after.h"
 
 
 void
@@ -23,8 +23,8 @@ or_pace_hint(const char *body, size_t len, or_msec_t now, or_pace_hint_t *h)
         return;
     }
 
-    typed = or_hint_retry_delay(body, len);
-    prose = or_hint_body_text(body, len, now);
+    typed = or_retry_retry_delay(body, len);
+    prose = or_retry_body_text(body, len, now);
 
     if (typed != OR_MSEC_NONE
         && or_memcasemem(body, len, "google.rpc.RetryInfo", 20) == NULL)

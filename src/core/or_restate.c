@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "or_hint.h"
+#include "or_retry_after.h"
 #include "or_restate.h"
 
 

@@ -12,7 +12,7 @@
 
 #include "or_sse_format.h"
 #include "or_json.h"
-#include "or_hint.h"
+#include "or_retry_after.h"
 #include "or_classify.h"
 
 

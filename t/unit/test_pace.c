@@ -21,7 +21,7 @@
 
 
 static void
-test_hint(void)
+test_retry_after(void)
 {
     size_t          i;
     or_pace_hint_t  h;
@@ -352,7 +352,7 @@ test_merge_valid(void)
 int
 main(void)
 {
-    test_hint();
+    test_retry_after();
     test_enabled();
     test_decide();
     test_admit();
