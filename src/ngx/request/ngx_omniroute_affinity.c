@@ -25,7 +25,7 @@
 
 #include <openssl/sha.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "or_pin.h"
 #include "or_prefix.h"
 

@@ -21,7 +21,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 
 
 static ngx_table_elt_t *ngx_omniroute_auth_header(ngx_http_request_t *r,

@@ -30,7 +30,7 @@
 
 #include <openssl/rand.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "ngx_omniroute_lease_store.h"
 #include "or_plan.h"
 

@@ -30,7 +30,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute.h"
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 
 
 /*

@@ -2,14 +2,16 @@
 /*
  * Copyright (C) ngx_omniroute authors
  *
- * The gateway module's request path: the request context, its candidates
- * and attempts, and the functions of request/ that pass them on.  Only
- * files of src/ngx/request include this header.
+ * The request path's shared types and prototypes: the request context
+ * (the part every file of src/ngx/request shares; a feature's own state is
+ * a struct its file declares), its candidates and attempts, and the
+ * functions the files call in one another.  The header of every file of
+ * src/ngx/request (and of the module's init), not of request.c alone.
  */
 
 
-#ifndef _NGX_OMNIROUTE_REQUEST_H_INCLUDED_
-#define _NGX_OMNIROUTE_REQUEST_H_INCLUDED_
+#ifndef _NGX_OMNIROUTE_CTX_H_INCLUDED_
+#define _NGX_OMNIROUTE_CTX_H_INCLUDED_
 
 
 #include <ngx_config.h>
@@ -505,4 +507,4 @@ ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_add_variables(ngx_conf_t *cf);
 
 
-#endif /* _NGX_OMNIROUTE_REQUEST_H_INCLUDED_ */
+#endif /* _NGX_OMNIROUTE_CTX_H_INCLUDED_ */
