@@ -30,7 +30,7 @@
 
 
 /*
- * The client key of a request and the lease it presents (auth.c,
+ * The client key of a request and the lease it presents (client_keys.c,
  * lease.c); ctx->auth is NULL when no client key applies.
  */
 typedef struct {
@@ -258,7 +258,7 @@ struct ngx_omniroute_ctx_s {
                                                    content */
     unsigned                      watchdog:1;   /* the global switch */
     unsigned                      globals:1;    /* read */
-    ngx_omniroute_auth_t         *auth;         /* client key (auth.c) */
+    ngx_omniroute_auth_t         *auth;         /* client key (client_keys.c) */
 
     /* the usage-limit wall (lane.c, R-LANE) */
     ngx_omniroute_candidate_t    *again;        /* the next attempt's */
@@ -283,14 +283,13 @@ struct ngx_omniroute_ctx_s {
  * by nginx and read what the others computed).
  */
 
-/* request.c: content handler, body, the attempt loop */
+/* request.c: the content handler of omniroute_pass, the attempt loop */
 void ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_int_t rc);
 
 /* models.c: GET <location>/models, other methods than POST */
 ngx_int_t ngx_omniroute_models_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_models_handler(ngx_http_request_t *r);
-ngx_int_t ngx_omniroute_post_handler(ngx_http_request_t *r);
 
 /* stream.c: streamed responses: commit point, keep-alives, the watch,
  * in-band errors, the end of a stream */
@@ -313,19 +312,19 @@ ngx_int_t ngx_omniroute_stream_fail(ngx_http_request_t *r,
 void ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a, ngx_int_t rc);
 /*
- * auth.c: client keys (R-LEASE-1): the key (401), the location's keys
- * and the key's paths (403) and lease headers, before any body work;
+ * client_keys.c: client keys (R-LEASE-1): the key (401), the location's
+ * keys and the key's paths (403) and lease headers, before any body work;
  * the key's models once the body is scanned; its connections (and a
  * lease's) filter the routes.  NGX_DECLINED: go on.
  */
-ngx_int_t ngx_omniroute_auth_start(ngx_http_request_t *r);
-ngx_int_t ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx);
-ngx_int_t ngx_omniroute_auth_model(ngx_http_request_t *r,
+ngx_int_t ngx_omniroute_client_key_check(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
-ngx_int_t ngx_omniroute_auth_routes(ngx_http_request_t *r,
+ngx_int_t ngx_omniroute_client_key_model(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
-ngx_int_t ngx_omniroute_auth_add_variables(ngx_conf_t *cf);
-ngx_int_t ngx_omniroute_auth_init(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_client_key_routes(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_client_key_add_variables(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_client_key_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_auth_reject(ngx_http_request_t *r,
     ngx_uint_t status, const char *code, const char *message);
 

@@ -54,28 +54,46 @@ static void ngx_omniroute_lane_resume(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_uint_t replay);
 
 
-/* a POST to omniroute_pass (ngx_omniroute_handler() in models.c) */
+/*
+ * The content handler of omniroute_pass: the request's context, then its
+ * client key and lease headers (client_keys.c, lease.c) before any body
+ * work; a POST goes to the gateway once its body is read; GET and HEAD of
+ * .../models, and the 405 of any other method, are models.c's.
+ */
 
 ngx_int_t
-ngx_omniroute_post_handler(ngx_http_request_t *r)
+ngx_omniroute_handler(ngx_http_request_t *r)
 {
     ngx_int_t             rc;
     ngx_omniroute_ctx_t  *ctx;
 
-    /* made by the client key check (auth.c) */
+    if (r != r->main) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
-
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
     if (ctx == NULL) {
-        ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
-        if (ctx == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
-        ctx->request = r;
-        ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+    ctx->request = r;
+    ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
 
-        ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
+    ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
+
+    rc = ngx_omniroute_client_key_check(r, ctx);
+
+    if (rc == NGX_DECLINED && ctx->auth) {
+        /* a client key applies: the lease headers of a managed request */
+        rc = ngx_omniroute_lease_auth(r, ctx);
+    }
+
+    if (rc != NGX_DECLINED) {
+        return rc;
+    }
+
+    if (r->method != NGX_HTTP_POST) {
+        return ngx_omniroute_models_handler(r);
     }
 
     r->request_body_in_single_buf = 1;
@@ -122,7 +140,7 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_int_t rc)
 {
     if (rc == NGX_OK) {
-        rc = ngx_omniroute_auth_model(r, ctx);      /* the key's models */
+        rc = ngx_omniroute_client_key_model(r, ctx);    /* the key's models */
     }
 
     if (rc == NGX_OK) {
@@ -130,7 +148,7 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     }
 
     if (rc == NGX_OK) {
-        rc = ngx_omniroute_auth_routes(r, ctx);     /* its connections */
+        rc = ngx_omniroute_client_key_routes(r, ctx);   /* its connections */
     }
 
     if (rc != NGX_OK) {
