@@ -165,6 +165,8 @@ typedef struct {
 
 
 typedef struct ngx_omniroute_stats_req_s  ngx_omniroute_stats_req_t;
+typedef struct ngx_omniroute_lane_req_s  ngx_omniroute_lane_req_t;
+typedef struct ngx_omniroute_wait_req_s  ngx_omniroute_wait_req_t;
 typedef struct ngx_omniroute_ctx_s  ngx_omniroute_ctx_t;
 
 typedef void (*ngx_omniroute_resume_pt)(ngx_http_request_t *r,
@@ -211,27 +213,21 @@ struct ngx_omniroute_ctx_s {
     ngx_str_t                     pin_key;      /* model|session hash, or
                                                    model#prefix hash */
     ngx_msec_t                    pin_ttl;
-    ngx_event_t                   wait;         /* queued for a slot, or
-                                                   waiting out a cooldown */
-    or_msec_t                     wait_until;
-    ngx_uint_t                    queued;       /* counted in sh->queued */
+    ngx_omniroute_wait_req_t     *wait;         /* dispatch.c: queued for
+                                                   a slot, waiting out a
+                                                   cooldown, from the
+                                                   first */
     ngx_uint_t                    plan_excluded;    /* after planning */
     ngx_uint_t                    saw_full;     /* a candidate was at its
                                                    max_concurrent */
     ngx_omniroute_global_settings_t
                                   global;       /* read once per request */
     or_msec_t                     deadline;     /* request budget; 0: none */
-    or_msec_t                     wait_start;   /* of a cooldown wait */
-    or_msec_t                     waited;       /* in cooldown waits */
     ngx_event_t                   exec;         /* the attempt's time limit */
     ngx_uint_t                    exec_cut;     /* NGX_OMNIROUTE_CUT_* when
                                                    it fires */
-    ngx_str_t                     queue_key;    /* FIFO of this model */
-    uint64_t                      queue_epoch;  /* 0: no ticket */
-    uint64_t                      queue_ticket;
     unsigned                      capped:1;     /* a route has a cap */
     unsigned                      fail_open:1;  /* dispatch past the caps */
-    unsigned                      waiting:1;    /* out a cooldown */
     unsigned                      emergency:1;  /* the emergency target
                                                    was planned (R-EMERG-1) */
     unsigned                      emergency_used:1; /* ... and got an
@@ -260,20 +256,8 @@ struct ngx_omniroute_ctx_s {
     unsigned                      globals:1;    /* read */
     ngx_omniroute_auth_t         *auth;         /* client key (client_keys.c) */
 
-    /* the usage-limit wall (lane.c, R-LANE) */
-    ngx_omniroute_candidate_t    *again;        /* the next attempt's */
-    ngx_uint_t                    lane_retries; /* attempts the lane made */
-    or_msec_t                     lane_wait_start;  /* first slot_busy */
-    ngx_omniroute_candidate_t    *lane_cand;    /* of the reset */
-    ngx_omniroute_attempt_t      *lane_held;    /* the wall's attempt */
-    ngx_http_request_t           *lane_sr;      /* probe or claim */
-    ngx_str_t                     lane_body;    /* its answer */
-    ngx_uint_t                    lane_status;
-    ngx_omniroute_resume_pt       lane_resume;  /* on with the attempts */
-    unsigned                      lane_full:1;  /* reset: no slow header */
-    unsigned                      lane_reset_tried:1;
-    unsigned                      lane_claim:1;
-    unsigned                      lane_done:1;
+    ngx_omniroute_lane_req_t     *lane;         /* lane.c: the usage-limit
+                                                   wall, from its first */
 };
 
 
@@ -394,7 +378,7 @@ ngx_int_t ngx_omniroute_waits_init(ngx_http_request_t *r,
 ngx_uint_t ngx_omniroute_queue_ahead(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_queue_enter(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
+    ngx_omniroute_ctx_t *ctx, ngx_event_handler_pt handler);
 ngx_int_t ngx_omniroute_queue_poll(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_queue_wait(ngx_omniroute_ctx_t *ctx);
@@ -402,8 +386,10 @@ void ngx_omniroute_queue_leave(void *data);
 or_wait_e ngx_omniroute_cooldown_decide(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, or_msec_t *ms);
 ngx_int_t ngx_omniroute_cooldown_wait(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, or_msec_t ms);
+    ngx_omniroute_ctx_t *ctx, ngx_event_handler_pt handler, or_msec_t ms);
 void ngx_omniroute_cooldown_over(ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_wait_timer(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_event_handler_pt handler, or_msec_t ms);
 
 /*
  * lane.c: the usage-limit wall (R-LANE): the slow header, a failed
@@ -412,7 +398,11 @@ void ngx_omniroute_cooldown_over(ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_lane_headers(ngx_http_request_t *r,
     ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
 ngx_int_t ngx_omniroute_lane_outcome(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, or_msec_t *ms);
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, or_msec_t *ms,
+    ngx_omniroute_resume_pt resume);
+ngx_omniroute_candidate_t *ngx_omniroute_lane_next(ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_lane_retried(ngx_omniroute_ctx_t *ctx);
+ngx_uint_t ngx_omniroute_lane_retries(ngx_omniroute_ctx_t *ctx);
 
 /* headers.c: an attempt's URL and request headers */
 ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
@@ -449,7 +439,7 @@ or_msec_t ngx_omniroute_pace_until(ngx_http_request_t *r,
 or_msec_t ngx_omniroute_pace_poll(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, or_msec_t ms);
 ngx_int_t ngx_omniroute_pace_timeout(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
+    ngx_omniroute_ctx_t *ctx, or_msec_t wait_until);
 void ngx_omniroute_pace_count(ngx_http_request_t *r, ngx_uint_t event);
 
 /* response.c: all that the client gets */

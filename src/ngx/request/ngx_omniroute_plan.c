@@ -627,7 +627,7 @@ ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx)
 ngx_uint_t
 ngx_omniroute_attempts_left(ngx_omniroute_ctx_t *ctx)
 {
-    return ctx->attempts.nelts - ctx->lane_retries
+    return ctx->attempts.nelts - ngx_omniroute_lane_retries(ctx)
            < (ngx_uint_t) ctx->lcf->max_attempts
            && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0);
 }

@@ -188,8 +188,6 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         ctx->deadline = ngx_omniroute_now() + ctx->global.request_budget_ms;
     }
 
-    ctx->lane_resume = ngx_omniroute_lane_resume;
-
     ngx_omniroute_dispatch(r, ctx);
 }
 
@@ -216,9 +214,7 @@ ngx_omniroute_dispatch(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     if (rc == NGX_BUSY) {
         /* every eligible connection is at its max_concurrent */
-        ctx->wait.handler = ngx_omniroute_queue_retry;
-
-        rc = ngx_omniroute_queue_enter(r, ctx);
+        rc = ngx_omniroute_queue_enter(r, ctx, ngx_omniroute_queue_retry);
 
         if (rc == NGX_DONE) {
             return;
@@ -263,8 +259,14 @@ ngx_omniroute_nothing_now(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     if (rc == OR_WAIT_WAIT) {
         ctx->current = NULL;
-        ctx->wait.handler = ngx_omniroute_cooldown_retry;
-        (void) ngx_omniroute_cooldown_wait(r, ctx, ms);
+
+        if (ngx_omniroute_cooldown_wait(r, ctx, ngx_omniroute_cooldown_retry,
+                                        ms)
+            != NGX_OK)
+        {
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        }
+
         return;
     }
 
@@ -489,13 +491,10 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
          * the usage-limit lane retries the same connection (R-LANE-2);
          * not counted against omniroute_max_attempts once it has its slot
          */
-        lane = (ctx->again != NULL);
+        cand = ngx_omniroute_lane_next(ctx);
+        lane = (cand != NULL);
 
-        if (lane) {
-            cand = ctx->again;
-            ctx->again = NULL;
-
-        } else {
+        if (!lane) {
             cand = ngx_omniroute_plan_next(ctx);
         }
 
@@ -535,7 +534,10 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         }
 
         if (ngx_omniroute_acquire_slot(r, ctx, cand, counters) == NGX_OK) {
-            ctx->lane_retries += lane;
+            if (lane) {
+                ngx_omniroute_lane_retried(ctx);
+            }
+
             break;
         }
 
@@ -983,9 +985,8 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
         /* R-PACE-2: not a fall-over: it waits for the pause, in order */
         ctx->current = NULL;
         ngx_omniroute_plan_restart(ctx);
-        ctx->wait.handler = ngx_omniroute_queue_retry;
 
-        rc = ngx_omniroute_queue_enter(r, ctx);
+        rc = ngx_omniroute_queue_enter(r, ctx, ngx_omniroute_queue_retry);
 
         if (rc == NGX_ABORT) {
             rc = ngx_omniroute_early_fail(r, ctx, a);
@@ -1210,9 +1211,12 @@ ngx_omniroute_retry_later(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     ctx->current = NULL;
-    ctx->wait.handler = ngx_omniroute_cooldown_retry;
 
-    (void) ngx_omniroute_cooldown_wait(r, ctx, ms);
+    if (ngx_omniroute_cooldown_wait(r, ctx, ngx_omniroute_cooldown_retry, ms)
+        != NGX_OK)
+    {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+    }
 
     return NGX_DONE;
 }
@@ -1349,7 +1353,8 @@ ngx_omniroute_lane(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_int_t  rc;
     or_msec_t  ms;
 
-    rc = ngx_omniroute_lane_outcome(r, ctx, a, &ms);
+    rc = ngx_omniroute_lane_outcome(r, ctx, a, &ms,
+                                    ngx_omniroute_lane_resume);
 
     switch (rc) {
 
@@ -1359,10 +1364,12 @@ ngx_omniroute_lane(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     case NGX_AGAIN:
         ctx->current = NULL;
-        ctx->wait.handler = ngx_omniroute_lane_retry;
-        r->read_event_handler = ngx_http_test_reading;
 
-        ngx_add_timer(&ctx->wait, (ngx_msec_t) ngx_max(ms, 1));
+        if (ngx_omniroute_wait_timer(r, ctx, ngx_omniroute_lane_retry, ms)
+            != NGX_OK)
+        {
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        }
 
         return NGX_DONE;
 
@@ -1401,7 +1408,8 @@ ngx_omniroute_lane_retry(ngx_event_t *ev)
 
 
 /*
- * On with the attempts after the lane's decision: ctx->again first; when
+ * On with the attempts after the lane's decision: ngx_omniroute_lane_next()
+ * first; when
  * it cannot be tried (excluded, busy), the other candidates, else the
  * answer the attempts have.  replay: the held attempt (ctx->current) is
  * looked at again, after a session-limit reset that did not reset.
