@@ -167,6 +167,8 @@ typedef struct {
 typedef struct ngx_omniroute_stats_req_s  ngx_omniroute_stats_req_t;
 typedef struct ngx_omniroute_lane_req_s  ngx_omniroute_lane_req_t;
 typedef struct ngx_omniroute_wait_req_s  ngx_omniroute_wait_req_t;
+typedef struct ngx_omniroute_pin_req_s  ngx_omniroute_pin_req_t;
+typedef struct ngx_omniroute_stream_req_s  ngx_omniroute_stream_req_t;
 typedef struct ngx_omniroute_ctx_s  ngx_omniroute_ctx_t;
 
 typedef void (*ngx_omniroute_resume_pt)(ngx_http_request_t *r,
@@ -210,9 +212,8 @@ struct ngx_omniroute_ctx_s {
     ngx_buf_t                    *error_page;   /* JSON for an nginx page */
     ngx_omniroute_provider_state_t
                                  *providers;    /* read so far */
-    ngx_str_t                     pin_key;      /* model|session hash, or
-                                                   model#prefix hash */
-    ngx_msec_t                    pin_ttl;
+    ngx_omniroute_pin_req_t      *pin;          /* affinity.c: a session's
+                                                   or conversation's */
     ngx_omniroute_wait_req_t     *wait;         /* dispatch.c: queued for
                                                    a slot, waiting out a
                                                    cooldown, from the
@@ -237,24 +238,14 @@ struct ngx_omniroute_ctx_s {
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
     ngx_omniroute_stats_req_t    *stats;        /* stats.c */
-
-    /* streams: the watch, keep-alives, the client's format */
-    or_sse_t                     *sse;          /* current attempt's */
-    ngx_chain_t                  *free;         /* our output buffers */
-    ngx_chain_t                  *busy;
-    or_watch_t                    watch;        /* current attempt's */
-    or_stream_conf_t              stream_conf;  /* in force for it */
-    ngx_event_t                   stream_timer;
-    or_msec_t                     start;        /* the request's */
-    or_msec_t                     keepalive_at; /* next keep-alive due */
-    or_sse_format_e               client_format;
-    unsigned                      client_stream:1;  /* "stream": true */
+    ngx_omniroute_stream_req_t   *stream;       /* stream.c: the watch,
+                                                   keep-alives, the
+                                                   client's format */
     unsigned                      early:1;      /* the client's 200 header
                                                    went out before any
-                                                   content */
-    unsigned                      watchdog:1;   /* the global switch */
-    unsigned                      globals:1;    /* read */
-    ngx_omniroute_auth_t         *auth;         /* client key (client_keys.c) */
+                                                   content (stream.c) */
+    ngx_omniroute_auth_t         *auth;         /* client key (client_keys.c,
+                                                   lease.c) */
 
     ngx_omniroute_lane_req_t     *lane;         /* lane.c: the usage-limit
                                                    wall, from its first */
