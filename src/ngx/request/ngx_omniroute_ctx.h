@@ -165,6 +165,7 @@ typedef struct {
 
 
 typedef struct ngx_omniroute_stats_req_s  ngx_omniroute_stats_req_t;
+typedef struct ngx_omniroute_edits_req_s  ngx_omniroute_edits_req_t;
 typedef struct ngx_omniroute_lane_req_s  ngx_omniroute_lane_req_t;
 typedef struct ngx_omniroute_wait_req_s  ngx_omniroute_wait_req_t;
 typedef struct ngx_omniroute_pin_req_s  ngx_omniroute_pin_req_t;
@@ -181,12 +182,8 @@ struct ngx_omniroute_ctx_s {
     ngx_str_t                     body;         /* client body, contiguous */
     ngx_str_t                     model;        /* model the client named */
     or_json_scan_t                scan;         /* where its values are */
-    ngx_str_t                     sent_model;   /* of quoted_model */
-    ngx_str_t                     quoted_model; /* as a JSON string */
-    or_splice_t                   splice;       /* edits of every attempt's
-                                                   body (background) */
-    or_splice_usage_e             usage;        /* what a Chat stream asks
-                                                   for (ADDED: not usage) */
+    ngx_omniroute_edits_req_t    *edits;        /* body.c: of every
+                                                   attempt's body */
     ngx_omniroute_model_t        *entry;        /* alias or combo, or NULL */
     ngx_omniroute_route_t        *routes;       /* in the order tried */
     ngx_uint_t                    nroutes;
@@ -261,6 +258,16 @@ struct ngx_omniroute_ctx_s {
 /* request.c: the content handler of omniroute_pass, the attempt loop */
 void ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_int_t rc);
+
+/*
+ * body.c: the client's body scanned once (NGX_OK, else the client error
+ * of the scan), each attempt's body
+ */
+ngx_int_t ngx_omniroute_scan_body(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_attempt_body(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_http_request_t *sr,
+    ngx_omniroute_attempt_t *a);
 
 /* models.c: GET <location>/models, other methods than POST */
 ngx_int_t ngx_omniroute_models_init(ngx_conf_t *cf);
