@@ -74,6 +74,43 @@ typedef struct {
 } ngx_omniroute_candidate_t;
 
 
+/*
+ * What planning keeps between its steps (plan.c, and plan_memo.c; in the
+ * ctx itself: every request plans)
+ */
+typedef struct {
+    ngx_omniroute_provider_state_t
+                                 *providers;    /* read so far */
+    ngx_uint_t                    scanned;      /* routes planning checked */
+    ngx_uint_t                    lazy;         /* routes checked as needed
+                                                   (priority order) */
+    ngx_uint_t                    excluded;     /* after planning */
+    ngx_uint_t                    next;         /* next candidate to try */
+    ngx_uint_t                    saw_full;     /* a candidate was at its
+                                                   max_concurrent (request.c
+                                                   sets it) */
+    unsigned                      capped:1;     /* a route has a cap */
+    unsigned                      emergency:1;  /* the emergency target
+                                                   was planned (R-EMERG-1) */
+} ngx_omniroute_plan_req_t;
+
+
+/*
+ * What a request's checks write into its model's memo (plan_memo.c alone;
+ * in the ctx itself, not behind a pointer: most requests planned in
+ * priority order write it)
+ */
+typedef struct {
+    ngx_uint_t                    building;     /* the checks write the
+                                                   model's memo */
+    ngx_uint_t                    n;            /* routes written */
+    ngx_atomic_uint_t             conn_gen;     /* the tables' at */
+    ngx_atomic_uint_t             breaker_gen;  /* the first check */
+    ngx_atomic_uint_t             settings_gen;
+    or_msec_t                     until;        /* first cooldown end */
+} ngx_omniroute_memo_req_t;
+
+
 /* a route left out by planning or dispatch, for the 503 diagnostics */
 typedef struct {
     ngx_omniroute_route_t        *route;
@@ -187,47 +224,30 @@ struct ngx_omniroute_ctx_s {
     ngx_omniroute_model_t        *entry;        /* alias or combo, or NULL */
     ngx_omniroute_route_t        *routes;       /* in the order tried */
     ngx_uint_t                    nroutes;
-    ngx_uint_t                    scanned;      /* routes planning checked */
-    ngx_uint_t                    lazy;         /* routes checked as needed
-                                                   (priority order) */
-    ngx_uint_t                    memo_building;    /* the checks write the
-                                                       model's memo */
-    ngx_uint_t                    memo_n;       /* routes written */
-    ngx_atomic_uint_t             memo_conn_gen;    /* the tables' at */
-    ngx_atomic_uint_t             memo_breaker_gen; /* the first check */
-    ngx_atomic_uint_t             memo_settings_gen;
-    or_msec_t                     memo_until;   /* first cooldown end */
+    ngx_omniroute_memo_req_t      memo;         /* plan_memo.c's */
+    ngx_omniroute_plan_req_t      plan;         /* plan.c's */
     ngx_array_t                   candidates;   /* ngx_omniroute_candidate_t:
                                                    eligible, in order */
     ngx_array_t                   excluded;     /* ngx_omniroute_excluded_t */
-    ngx_uint_t                    next;         /* next candidate to try */
     ngx_array_t                   attempts;     /* ngx_omniroute_attempt_t */
     ngx_omniroute_attempt_t      *current;
     ngx_omniroute_attempt_t      *last_held;    /* latest held error */
     ngx_str_t                     upstream_url; /* of the current attempt */
     ngx_http_post_subrequest_t    ps;
     ngx_buf_t                    *error_page;   /* JSON for an nginx page */
-    ngx_omniroute_provider_state_t
-                                 *providers;    /* read so far */
     ngx_omniroute_pin_req_t      *pin;          /* affinity.c: a session's
                                                    or conversation's */
     ngx_omniroute_wait_req_t     *wait;         /* dispatch.c: queued for
                                                    a slot, waiting out a
                                                    cooldown, from the
                                                    first */
-    ngx_uint_t                    plan_excluded;    /* after planning */
-    ngx_uint_t                    saw_full;     /* a candidate was at its
-                                                   max_concurrent */
     ngx_omniroute_global_settings_t
                                   global;       /* read once per request */
     or_msec_t                     deadline;     /* request budget; 0: none */
     ngx_event_t                   exec;         /* the attempt's time limit */
     ngx_uint_t                    exec_cut;     /* NGX_OMNIROUTE_CUT_* when
                                                    it fires */
-    unsigned                      capped:1;     /* a route has a cap */
     unsigned                      fail_open:1;  /* dispatch past the caps */
-    unsigned                      emergency:1;  /* the emergency target
-                                                   was planned (R-EMERG-1) */
     unsigned                      emergency_used:1; /* ... and got an
                                                        attempt: counted */
     unsigned                      background:1; /* "background": true

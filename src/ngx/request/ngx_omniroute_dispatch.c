@@ -483,7 +483,7 @@ ngx_omniroute_queue_ahead(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     /* a paused connection (R-PACE-2) queues requests as a cap does */
 
     if (omcf->shm_zone == NULL
-        || (!ctx->capped
+        || (!ctx->plan.capped
             && ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_PACE))
         || ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_STRATEGY))
     {

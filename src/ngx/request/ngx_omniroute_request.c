@@ -334,9 +334,10 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         if (cand == NULL) {
             ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                            "omniroute: no candidate left%s",
-                           ctx->saw_full ? ", some at max_concurrent" : "");
+                           ctx->plan.saw_full ? ", some at max_concurrent"
+                                              : "");
 
-            return ctx->saw_full ? NGX_BUSY : NGX_DECLINED;
+            return ctx->plan.saw_full ? NGX_BUSY : NGX_DECLINED;
         }
 
         if (ngx_omniroute_admit(r, ctx, cand, &reason) != NGX_OK) {
@@ -375,7 +376,7 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         }
 
         /* at its max_concurrent: the next candidate, else wait */
-        ctx->saw_full = 1;
+        ctx->plan.saw_full = 1;
     }
 
     a = ngx_array_push(&ctx->attempts);
@@ -861,7 +862,7 @@ ngx_omniroute_retry_later(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
          */
 
         cand = ((ngx_omniroute_candidate_t **)
-                   ctx->candidates.elts)[ctx->next];
+                   ctx->candidates.elts)[ctx->plan.next];
 
         for (i = 0; i < ctx->attempts.nelts; i++) {
             if (at[i].cand->route == cand->route) {
