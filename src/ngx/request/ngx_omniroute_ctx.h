@@ -213,19 +213,27 @@ typedef void (*ngx_omniroute_resume_pt)(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_uint_t replay);
 
 
+/*
+ * The request's context: first what several files share, then each
+ * file's own: a struct that file declares, behind a pointer made when the
+ * request first needs it (the memo's in the ctx itself: most requests
+ * write it), or a field of request.c's.
+ */
 struct ngx_omniroute_ctx_s {
     ngx_http_request_t           *request;      /* the client's */
     ngx_omniroute_loc_conf_t     *lcf;
+    ngx_omniroute_auth_t         *auth;         /* client key (client_keys.c,
+                                                   lease.c) */
     ngx_str_t                     body;         /* client body, contiguous */
     ngx_str_t                     model;        /* model the client named */
     or_json_scan_t                scan;         /* where its values are */
-    ngx_omniroute_edits_req_t    *edits;        /* body.c: of every
-                                                   attempt's body */
     ngx_omniroute_model_t        *entry;        /* alias or combo, or NULL */
     ngx_omniroute_route_t        *routes;       /* in the order tried */
     ngx_uint_t                    nroutes;
-    ngx_omniroute_memo_req_t      memo;         /* plan_memo.c's */
-    ngx_omniroute_plan_req_t      plan;         /* plan.c's */
+    ngx_omniroute_global_settings_t
+                                  global;       /* read once per request */
+    or_msec_t                     deadline;     /* request budget; 0: none */
+    ngx_omniroute_plan_req_t      plan;         /* planning's (plan.c) */
     ngx_array_t                   candidates;   /* ngx_omniroute_candidate_t:
                                                    eligible, in order */
     ngx_array_t                   excluded;     /* ngx_omniroute_excluded_t */
@@ -233,39 +241,40 @@ struct ngx_omniroute_ctx_s {
     ngx_omniroute_attempt_t      *current;
     ngx_omniroute_attempt_t      *last_held;    /* latest held error */
     ngx_str_t                     upstream_url; /* of the current attempt */
-    ngx_http_post_subrequest_t    ps;
+    ngx_event_t                   exec;         /* the attempt's time limit */
+    const char                   *error_code;   /* client error to answer */
+    const char                   *error_message;
     ngx_buf_t                    *error_page;   /* JSON for an nginx page */
+    unsigned                      early:1;      /* the client's 200 header
+                                                   went out before any
+                                                   content (stream.c) */
+    unsigned                      fail_open:1;  /* dispatch past the caps */
+    unsigned                      background:1; /* "background": true
+                                                   removed (Responses) */
+
+    /* each file's own */
+    ngx_omniroute_edits_req_t    *edits;        /* body.c: of every
+                                                   attempt's body */
+    ngx_omniroute_memo_req_t      memo;         /* plan_memo.c's */
     ngx_omniroute_pin_req_t      *pin;          /* affinity.c: a session's
                                                    or conversation's */
     ngx_omniroute_wait_req_t     *wait;         /* dispatch.c: queued for
                                                    a slot, waiting out a
-                                                   cooldown, from the
-                                                   first */
-    ngx_omniroute_global_settings_t
-                                  global;       /* read once per request */
-    or_msec_t                     deadline;     /* request budget; 0: none */
-    ngx_event_t                   exec;         /* the attempt's time limit */
-    ngx_uint_t                    exec_cut;     /* NGX_OMNIROUTE_CUT_* when
-                                                   it fires */
-    unsigned                      fail_open:1;  /* dispatch past the caps */
-    unsigned                      emergency_used:1; /* ... and got an
-                                                       attempt: counted */
-    unsigned                      background:1; /* "background": true
-                                                   removed (Responses) */
-    const char                   *error_code;   /* client error to answer */
-    const char                   *error_message;
-    ngx_omniroute_stats_req_t    *stats;        /* stats.c */
+                                                   cooldown */
     ngx_omniroute_stream_req_t   *stream;       /* stream.c: the watch,
                                                    keep-alives, the
                                                    client's format */
-    unsigned                      early:1;      /* the client's 200 header
-                                                   went out before any
-                                                   content (stream.c) */
-    ngx_omniroute_auth_t         *auth;         /* client key (client_keys.c,
-                                                   lease.c) */
-
     ngx_omniroute_lane_req_t     *lane;         /* lane.c: the usage-limit
-                                                   wall, from its first */
+                                                   wall */
+    ngx_omniroute_stats_req_t    *stats;        /* stats.c */
+    ngx_http_post_subrequest_t    ps;           /* request.c: of every
+                                                   attempt */
+    ngx_uint_t                    exec_cut;     /* request.c:
+                                                   NGX_OMNIROUTE_CUT_* when
+                                                   exec fires */
+    unsigned                      emergency_used:1; /* request.c: the
+                                                       emergency target got
+                                                       an attempt: counted */
 };
 
 
