@@ -326,7 +326,7 @@ ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     req.slow_sent = a->lane_slow;
     req.wait_start = ctx->lane->wait_start ? ctx->lane->wait_start
-                                          : OR_MSEC_NONE;
+                                           : OR_MSEC_NONE;
     req.budget_left = ngx_omniroute_budget_left(ctx);
     req.rnd = (uint32_t) ngx_random();
 

@@ -124,8 +124,8 @@ ngx_omniroute_plan_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     /* a concurrency cap on a route: requests may queue (R-CONC-1) */
 
     ctx->plan.capped = ctx->entry ? ctx->entry->capped
-                             : ngx_omniroute_routes_capped(ctx->routes,
-                                                           ctx->nroutes);
+                                  : ngx_omniroute_routes_capped(ctx->routes,
+                                                                ctx->nroutes);
 
     if (ngx_array_init(&ctx->candidates, r->pool, 4,
                        sizeof(ngx_omniroute_candidate_t *))
@@ -168,8 +168,8 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     ctx->plan.lazy = (pinned.len == 0
-                 && (ctx->entry == NULL
-                     || ctx->entry->strategy == OR_STRATEGY_PRIORITY));
+                      && (ctx->entry == NULL
+                          || ctx->entry->strategy == OR_STRATEGY_PRIORITY));
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "omniroute plan: model \"%V\", %ui routes, %s",
