@@ -20,17 +20,6 @@
 #include "or_sse.h"
 
 
-/* a request's edits (ctx->edits): made once its body is scanned */
-struct ngx_omniroute_edits_req_s {
-    or_splice_t                   splice;       /* edits of every attempt's
-                                                   body (background) */
-    or_splice_usage_e             usage;        /* what a Chat stream asks
-                                                   for (ADDED: not usage) */
-    ngx_str_t                     sent_model;   /* of quoted_model */
-    ngx_str_t                     quoted_model; /* as a JSON string */
-};
-
-
 static ngx_int_t ngx_omniroute_body_edits(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 
@@ -152,13 +141,7 @@ ngx_omniroute_body_edits(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     or_json_value_t            *bg;
     ngx_omniroute_edits_req_t  *ed;
 
-    ed = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_edits_req_t));
-    if (ed == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    ctx->edits = ed;
-
+    ed = &ctx->edits;
     body = (const char *) ctx->body.data;
 
     or_splice_init(&ed->splice);
@@ -236,7 +219,7 @@ ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         return NGX_OK;
     }
 
-    ed = ctx->edits;
+    ed = &ctx->edits;
     base = ctx->body.data;
     m = &ctx->scan.model;
     t = a->cand->target;

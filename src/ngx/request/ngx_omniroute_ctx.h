@@ -96,9 +96,44 @@ typedef struct {
 
 
 /*
- * What a request's checks write into its model's memo (plan_memo.c alone;
- * in the ctx itself, not behind a pointer: most requests planned in
- * priority order write it)
+ * The parts of the ctx that only one file uses, but every request: in
+ * the ctx itself (no allocation more), for that file alone.
+ */
+
+/* body.c: the edits of every attempt's body, made once it is scanned */
+typedef struct {
+    or_splice_t                   splice;       /* edits of every attempt's
+                                                   body (background) */
+    or_splice_usage_e             usage;        /* what a Chat stream asks
+                                                   for (ADDED: not usage) */
+    ngx_str_t                     sent_model;   /* of quoted_model */
+    ngx_str_t                     quoted_model; /* as a JSON string */
+} ngx_omniroute_edits_req_t;
+
+
+/*
+ * stream.c: the watch, keep-alives, the client's format, our output
+ * buffers (from ngx_omniroute_stream_init())
+ */
+typedef struct {
+    or_sse_t                     *sse;          /* current attempt's */
+    ngx_chain_t                  *free;         /* our output buffers */
+    ngx_chain_t                  *busy;
+    or_watch_t                    watch;        /* current attempt's */
+    or_stream_conf_t              conf;         /* in force for it */
+    ngx_event_t                   timer;
+    or_msec_t                     start;        /* the request's */
+    or_msec_t                     keepalive_at; /* next keep-alive due */
+    or_sse_format_e               client_format;
+    unsigned                      client_stream:1;  /* "stream": true */
+    unsigned                      watchdog:1;   /* the global switch */
+    unsigned                      globals:1;    /* read */
+} ngx_omniroute_stream_req_t;
+
+
+/*
+ * plan_memo.c: what a request's checks write into its model's memo (most
+ * requests planned in priority order write it)
  */
 typedef struct {
     ngx_uint_t                    building;     /* the checks write the
@@ -202,11 +237,9 @@ typedef struct {
 
 
 typedef struct ngx_omniroute_stats_req_s  ngx_omniroute_stats_req_t;
-typedef struct ngx_omniroute_edits_req_s  ngx_omniroute_edits_req_t;
 typedef struct ngx_omniroute_lane_req_s  ngx_omniroute_lane_req_t;
 typedef struct ngx_omniroute_wait_req_s  ngx_omniroute_wait_req_t;
 typedef struct ngx_omniroute_pin_req_s  ngx_omniroute_pin_req_t;
-typedef struct ngx_omniroute_stream_req_s  ngx_omniroute_stream_req_t;
 typedef struct ngx_omniroute_ctx_s  ngx_omniroute_ctx_t;
 
 typedef void (*ngx_omniroute_resume_pt)(ngx_http_request_t *r,
@@ -216,8 +249,9 @@ typedef void (*ngx_omniroute_resume_pt)(ngx_http_request_t *r,
 /*
  * The request's context: first what several files share, then each
  * file's own: a struct that file declares, behind a pointer made when the
- * request first needs it (the memo's in the ctx itself: most requests
- * write it), or a field of request.c's.
+ * request first needs it; what every request uses (its body's edits, its
+ * stream state, the memo it writes) is a struct in the ctx itself, no
+ * allocation more; or a field of request.c's.
  */
 struct ngx_omniroute_ctx_s {
     ngx_http_request_t           *request;      /* the client's */
@@ -253,17 +287,14 @@ struct ngx_omniroute_ctx_s {
                                                    removed (Responses) */
 
     /* each file's own */
-    ngx_omniroute_edits_req_t    *edits;        /* body.c: of every
-                                                   attempt's body */
+    ngx_omniroute_edits_req_t     edits;        /* body.c's */
     ngx_omniroute_memo_req_t      memo;         /* plan_memo.c's */
     ngx_omniroute_pin_req_t      *pin;          /* affinity.c: a session's
                                                    or conversation's */
     ngx_omniroute_wait_req_t     *wait;         /* dispatch.c: queued for
                                                    a slot, waiting out a
                                                    cooldown */
-    ngx_omniroute_stream_req_t   *stream;       /* stream.c: the watch,
-                                                   keep-alives, the
-                                                   client's format */
+    ngx_omniroute_stream_req_t    stream;       /* stream.c's */
     ngx_omniroute_lane_req_t     *lane;         /* lane.c: the usage-limit
                                                    wall */
     ngx_omniroute_stats_req_t    *stats;        /* stats.c */
@@ -389,7 +420,8 @@ void ngx_omniroute_affinity_record(ngx_http_request_t *r,
 
 /*
  * dispatch.c: admission, concurrency slots, the FIFO wait queue, the
- * cooldown-aware wait
+ * cooldown-aware wait, the lane's slot_busy wait (each wait's timer runs
+ * the caller's handler)
  */
 ngx_int_t ngx_omniroute_admit(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand,
@@ -420,7 +452,8 @@ ngx_int_t ngx_omniroute_wait_timer(ngx_http_request_t *r,
 
 /*
  * lane.c: the usage-limit wall (R-LANE): the slow header, a failed
- * attempt's meaning for the lane, the session-limit reset
+ * attempt's meaning for the lane, the session-limit reset, the connection
+ * the lane tries again and the attempts it made
  */
 ngx_int_t ngx_omniroute_lane_headers(ngx_http_request_t *r,
     ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);

@@ -32,26 +32,6 @@
 #define NGX_OMNIROUTE_OUT_MIN       4096
 
 
-/*
- * A request's stream state (ctx->stream, from ngx_omniroute_stream_init()):
- * the watch, keep-alives, the client's format, our output buffers
- */
-struct ngx_omniroute_stream_req_s {
-    or_sse_t                     *sse;          /* current attempt's */
-    ngx_chain_t                  *free;         /* our output buffers */
-    ngx_chain_t                  *busy;
-    or_watch_t                    watch;        /* current attempt's */
-    or_stream_conf_t              conf;         /* in force for it */
-    ngx_event_t                   timer;
-    or_msec_t                     start;        /* the request's */
-    or_msec_t                     keepalive_at; /* next keep-alive due */
-    or_sse_format_e               client_format;
-    unsigned                      client_stream:1;  /* "stream": true */
-    unsigned                      watchdog:1;   /* the global switch */
-    unsigned                      globals:1;    /* read */
-};
-
-
 static void ngx_omniroute_stream_cleanup(void *data);
 static void ngx_omniroute_stream_tick(ngx_event_t *ev);
 static void ngx_omniroute_stream_arm(ngx_omniroute_ctx_t *ctx);
@@ -113,17 +93,7 @@ ngx_omniroute_stream_init(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ngx_pool_cleanup_t          *cln;
     ngx_omniroute_stream_req_t  *st;
 
-    /* the state, with the cleanup of its timer */
-
-    cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_omniroute_stream_req_t));
-    if (cln == NULL) {
-        return NGX_ERROR;
-    }
-
-    st = cln->data;
-    ngx_memzero(st, sizeof(ngx_omniroute_stream_req_t));
-
-    cln->handler = ngx_omniroute_stream_cleanup;
+    st = &ctx->stream;
 
     st->start = ngx_omniroute_now();
     st->client_format = or_sse_format_of_path((const char *) r->uri.data,
@@ -134,7 +104,13 @@ ngx_omniroute_stream_init(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     st->timer.data = r;
     st->timer.log = r->connection->log;
 
-    ctx->stream = st;
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NGX_ERROR;
+    }
+
+    cln->handler = ngx_omniroute_stream_cleanup;
+    cln->data = st;
 
     return NGX_OK;
 }
@@ -160,21 +136,21 @@ ngx_omniroute_stream_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_main_conf_t        *omcf;
     ngx_omniroute_global_settings_t   g;
 
-    if (!ctx->stream->globals) {
+    if (!ctx->stream.globals) {
         omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
         ngx_omniroute_settings_global(omcf, &g);
 
-        ctx->stream->watchdog = (g.stream_throughput_watchdog > 0);
-        ctx->stream->globals = 1;
+        ctx->stream.watchdog = (g.stream_throughput_watchdog > 0);
+        ctx->stream.globals = 1;
     }
 
-    ctx->stream->conf = a->cand->settings->stream;
+    ctx->stream.conf = a->cand->settings->stream;
 
-    if (ctx->stream->watchdog) {
-        ctx->stream->conf.watchdog = 1;
+    if (ctx->stream.watchdog) {
+        ctx->stream.conf.watchdog = 1;
     }
 
-    or_watch_start(&ctx->stream->watch, &ctx->stream->conf, a->start);
+    or_watch_start(&ctx->stream.watch, &ctx->stream.conf, a->start);
 
     a->upstream_rc = NGX_OK;
 
@@ -193,14 +169,14 @@ ngx_omniroute_stream_header(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 {
     a->stream = 1;
 
-    if (ctx->stream->sse == NULL) {
-        ctx->stream->sse = ngx_palloc(ctx->request->pool, sizeof(or_sse_t));
-        if (ctx->stream->sse == NULL) {
+    if (ctx->stream.sse == NULL) {
+        ctx->stream.sse = ngx_palloc(ctx->request->pool, sizeof(or_sse_t));
+        if (ctx->stream.sse == NULL) {
             return NGX_ERROR;
         }
     }
 
-    or_sse_init(ctx->stream->sse);
+    or_sse_init(ctx->stream.sse);
 
     if (a->body == NULL) {
         a->body = ngx_create_temp_buf(sr->pool, ctx->lcf->error_body_max);
@@ -214,7 +190,7 @@ ngx_omniroute_stream_header(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     /* every data buffer is scanned */
     sr->filter_need_in_memory = 1;
 
-    or_watch_header(&ctx->stream->watch, ngx_omniroute_now());
+    or_watch_header(&ctx->stream.watch, ngx_omniroute_now());
 
     ngx_omniroute_upstream_watch(sr, a);
 
@@ -303,8 +279,8 @@ ngx_omniroute_commit(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_stats_commit(mr, sr, a);
     ngx_omniroute_affinity_record(mr, ctx, a);
 
-    if (ctx->stream->watch.content_at == 0) {
-        ctx->stream->watch.content_at = ngx_omniroute_now();
+    if (ctx->stream.watch.content_at == 0) {
+        ctx->stream.watch.content_at = ngx_omniroute_now();
     }
 
     if (!ctx->early) {
@@ -364,7 +340,7 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
         if (a->state == NGX_OMNIROUTE_ATTEMPT_COMMITTED
             && ngx_buf_in_memory_only(b) && b->last > b->pos
             && a->body->last == a->body->pos
-            && or_sse_pending(ctx->stream->sse) == 0)
+            && or_sse_pending(ctx->stream.sse) == 0)
         {
             /* at an event boundary, nothing held: the buffer itself */
 
@@ -453,7 +429,7 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     clean = last && (!a->rc_seen || a->upstream_rc == NGX_OK);
 
-    if (clean && or_sse_end(ctx->stream->sse, &ev)) {
+    if (clean && or_sse_end(ctx->stream.sse, &ev)) {
         /* the last event of a stream that ends without its blank line */
 
         rc = ngx_omniroute_stream_event(sr, ctx, a, &ev,
@@ -538,7 +514,7 @@ ngx_omniroute_stream_bytes(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     h = a->body;
 
     while (p < last) {
-        n = or_sse_feed(ctx->stream->sse, (const char *) p, last - p, &ev);
+        n = or_sse_feed(ctx->stream.sse, (const char *) p, last - p, &ev);
 
         room = h->end - h->last;
 
@@ -639,7 +615,7 @@ ngx_omniroute_stream_pass(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     q = p;
 
     while (p < b->last) {
-        n = or_sse_feed(ctx->stream->sse, (const char *) p, b->last - p, &ev);
+        n = or_sse_feed(ctx->stream.sse, (const char *) p, b->last - p, &ev);
         p += n;
 
         if (ev.kind == OR_SSE_EV_NONE) {
@@ -708,7 +684,7 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     now = ngx_omniroute_now();
 
-    or_watch_event(&ctx->stream->watch, ev, now);
+    or_watch_event(&ctx->stream.watch, ev, now);
 
     if (ev->data_len && ev->usage) {
         /* the token usage a stream reports (metrics) */
@@ -863,7 +839,7 @@ ngx_omniroute_stream_emit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         return NGX_OK;
     }
 
-    cl = ngx_chain_get_free_buf(r->main->pool, &ctx->stream->free);
+    cl = ngx_chain_get_free_buf(r->main->pool, &ctx->stream.free);
     if (cl == NULL) {
         return NGX_ERROR;
     }
@@ -937,8 +913,8 @@ ngx_omniroute_stream_send(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     rc = ngx_omniroute_next_body(r, out);
 
-    ngx_chain_update_chains(r->main->pool, &ctx->stream->free,
-                            &ctx->stream->busy, &out,
+    ngx_chain_update_chains(r->main->pool, &ctx->stream.free,
+                            &ctx->stream.busy, &out,
                             (ngx_buf_tag_t) &ngx_http_omniroute_module);
 
     return rc;
@@ -972,7 +948,7 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
         return;
     }
 
-    st = ctx->stream;
+    st = &ctx->stream;
     now = ngx_omniroute_now();
 
     if (a->stop) {
@@ -1064,7 +1040,7 @@ ngx_omniroute_stream_arm(ngx_omniroute_ctx_t *ctx)
     ngx_omniroute_stream_req_t  *st;
 
     a = ctx->current;
-    st = ctx->stream;
+    st = &ctx->stream;
 
     if (a == NULL || a->done || a->stop) {
         return;
@@ -1176,7 +1152,7 @@ ngx_omniroute_stream_stop(ngx_omniroute_ctx_t *ctx,
 
     /* buffered: stopped from the timer, out of the filter */
     a->stop = 1;
-    ngx_add_timer(&ctx->stream->timer, 1);
+    ngx_add_timer(&ctx->stream.timer, 1);
 }
 
 
@@ -1240,7 +1216,7 @@ ngx_omniroute_stream_keepalive(ngx_omniroute_ctx_t *ctx,
         return NGX_ERROR;
     }
 
-    ctx->stream->keepalive_at = ngx_omniroute_now()
+    ctx->stream.keepalive_at = ngx_omniroute_now()
                         + (or_msec_t) ctx->lcf->stream_keepalive_interval;
 
     ngx_log_debug0(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
@@ -1311,8 +1287,8 @@ void
 ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a, ngx_int_t rc)
 {
-    if (ctx->stream->timer.timer_set) {
-        ngx_del_timer(&ctx->stream->timer);
+    if (ctx->stream.timer.timer_set) {
+        ngx_del_timer(&ctx->stream.timer);
     }
 
     if (a->stall) {
@@ -1360,12 +1336,12 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         return ngx_http_send_special(r, NGX_HTTP_LAST);
     }
 
-    fmt = ctx->stream->sse ? ctx->stream->sse->format : OR_SSE_FMT_UNKNOWN;
+    fmt = ctx->stream.sse ? ctx->stream.sse->format : OR_SSE_FMT_UNKNOWN;
 
     complete = !a->stall
                && (!a->rc_seen || a->upstream_rc == NGX_OK)
                && (a->terminal || fmt == OR_SSE_FMT_UNKNOWN
-                   || (fmt == OR_SSE_FMT_CHAT && ctx->stream->sse->finished));
+                   || (fmt == OR_SSE_FMT_CHAT && ctx->stream.sse->finished));
 
     if (a->error_event && !a->stall) {
         /*
@@ -1528,7 +1504,7 @@ ngx_omniroute_stream_event_out(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     }
 
     n = or_sse_error_event((char *) p, OR_SSE_ERROR_EVENT_MAX,
-                           ctx->stream->client_format, (int) status, code,
+                           ctx->stream.client_format, (int) status, code,
                            message, len, (int) retry);
 
     b->last = p + n;
