@@ -11,7 +11,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "ngx_omniroute_keys.h"
 
 
@@ -272,7 +272,7 @@ ngx_module_t  ngx_http_omniroute_module = {
 static ngx_int_t
 ngx_omniroute_preconfiguration(ngx_conf_t *cf)
 {
-    if (ngx_omniroute_auth_add_variables(cf) != NGX_OK) {
+    if (ngx_omniroute_client_key_add_variables(cf) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -284,7 +284,7 @@ static ngx_int_t
 ngx_omniroute_postconfiguration(ngx_conf_t *cf)
 {
     if (ngx_omniroute_zone_default(cf) != NGX_OK
-        || ngx_omniroute_auth_init(cf) != NGX_OK
+        || ngx_omniroute_client_key_init(cf) != NGX_OK
         || ngx_omniroute_check_conf(cf) != NGX_OK
         || ngx_omniroute_filter_init(cf) != NGX_OK
         || ngx_omniroute_models_init(cf) != NGX_OK)

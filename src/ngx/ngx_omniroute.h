@@ -330,7 +330,7 @@ ngx_int_t ngx_omniroute_rules_init(ngx_conf_t *cf,
     ngx_omniroute_main_conf_t *omcf);
 void ngx_omniroute_class_conf_init(ngx_omniroute_provider_t *p);
 
-/* the content handler of omniroute_pass (request/ngx_omniroute_models.c) */
+/* the content handler of omniroute_pass (request/ngx_omniroute_request.c) */
 ngx_int_t ngx_omniroute_handler(ngx_http_request_t *r);
 
 /* settings precedence (conf/ngx_omniroute_settings.c) */

@@ -25,7 +25,7 @@
 
 #include <openssl/sha.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "or_pin.h"
 #include "or_prefix.h"
 
@@ -35,6 +35,14 @@
 /* the bounds of the walk for a conversation's start */
 #define NGX_OMNIROUTE_PREFIX_SCAN       (1024 * 1024)
 #define NGX_OMNIROUTE_PREFIX_SPAN       (64 * 1024)
+
+
+/* a request's pin (ctx->pin): only with a session or conversation key */
+struct ngx_omniroute_pin_req_s {
+    ngx_str_t                     key;          /* model|session hash, or
+                                                   model#prefix hash */
+    ngx_msec_t                    ttl;
+};
 
 
 typedef struct {
@@ -48,7 +56,7 @@ static ngx_table_elt_t *ngx_omniroute_session_header(ngx_http_request_t *r);
 static ngx_int_t ngx_omniroute_affinity_prefix(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, u_char *md);
 static ngx_int_t ngx_omniroute_pin_key(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, u_char sep, u_char *md);
+    ngx_omniroute_ctx_t *ctx, u_char sep, u_char *md, ngx_msec_t ttl);
 static ngx_uint_t ngx_omniroute_pin_update(void *value, void *arg,
     or_msec_t *expires);
 
@@ -89,9 +97,9 @@ ngx_omniroute_session_header(ngx_http_request_t *r)
 
 
 /*
- * ctx->pin_key: "<model>|<hex of SHA-256(session)>" with session affinity
- * and a session header, else "<model>#<hex of the conversation's hash>"
- * with cache affinity
+ * ctx->pin, its key: "<model>|<hex of SHA-256(session)>" with session
+ * affinity and a session header, else "<model>#<hex of the conversation's
+ * hash>" with cache affinity; else none
  */
 
 ngx_int_t
@@ -113,9 +121,8 @@ ngx_omniroute_affinity_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         if (h) {
             (void) SHA256(h->value.data, h->value.len, md);
 
-            ctx->pin_ttl = ctx->lcf->session_affinity;
-
-            return ngx_omniroute_pin_key(r, ctx, '|', md);
+            return ngx_omniroute_pin_key(r, ctx, '|', md,
+                                         ctx->lcf->session_affinity);
         }
     }
 
@@ -129,9 +136,7 @@ ngx_omniroute_affinity_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         return (rc == NGX_DECLINED) ? NGX_OK : rc;
     }
 
-    ctx->pin_ttl = ctx->lcf->cache_affinity;
-
-    return ngx_omniroute_pin_key(r, ctx, '#', md);
+    return ngx_omniroute_pin_key(r, ctx, '#', md, ctx->lcf->cache_affinity);
 }
 
 
@@ -172,25 +177,33 @@ ngx_omniroute_affinity_prefix(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 }
 
 
+/* the pin and its key in one allocation */
+
 static ngx_int_t
 ngx_omniroute_pin_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    u_char sep, u_char *md)
+    u_char sep, u_char *md, ngx_msec_t ttl)
 {
-    u_char  *p;
+    u_char                   *p;
+    ngx_omniroute_pin_req_t  *pin;
 
-    p = ngx_pnalloc(r->pool, ctx->model.len + 1
-                             + 2 * NGX_OMNIROUTE_SESSION_HASH_LEN);
-    if (p == NULL) {
+    pin = ngx_palloc(r->pool, sizeof(ngx_omniroute_pin_req_t)
+                              + ctx->model.len + 1
+                              + 2 * NGX_OMNIROUTE_SESSION_HASH_LEN);
+    if (pin == NULL) {
         return NGX_ERROR;
     }
 
-    ctx->pin_key.data = p;
+    p = (u_char *) (pin + 1);
+    pin->key.data = p;
 
     p = ngx_cpymem(p, ctx->model.data, ctx->model.len);
     *p++ = sep;
     p = ngx_hex_dump(p, md, NGX_OMNIROUTE_SESSION_HASH_LEN);
 
-    ctx->pin_key.len = p - ctx->pin_key.data;
+    pin->key.len = p - pin->key.data;
+    pin->ttl = ttl;
+
+    ctx->pin = pin;
 
     return NGX_OK;
 }
@@ -209,7 +222,7 @@ ngx_omniroute_affinity_pinned(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     ngx_str_null(conn);
 
-    if (ctx->pin_key.len == 0) {
+    if (ctx->pin == NULL) {
         return NGX_OK;
     }
 
@@ -217,7 +230,7 @@ ngx_omniroute_affinity_pinned(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     if (omcf->shm_zone == NULL
         || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_PIN,
-                                    &ctx->pin_key, &pin, sizeof(or_pin_t))
+                                    &ctx->pin->key, &pin, sizeof(or_pin_t))
            != NGX_OK)
     {
         return NGX_OK;
@@ -249,7 +262,7 @@ ngx_omniroute_affinity_record(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_pin_arg_t     arg;
     ngx_omniroute_main_conf_t  *omcf;
 
-    if (ctx->pin_key.len == 0) {
+    if (ctx->pin == NULL) {
         return;
     }
 
@@ -257,10 +270,10 @@ ngx_omniroute_affinity_record(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     arg.conn = a->cand->conn;
     arg.now = ngx_omniroute_now();
-    arg.ttl = (or_msec_t) ctx->pin_ttl;
+    arg.ttl = (or_msec_t) ctx->pin->ttl;
 
     (void) ngx_omniroute_store_update(&omcf->store, NGX_OMNIROUTE_T_PIN,
-                                      &ctx->pin_key, sizeof(or_pin_t),
+                                      &ctx->pin->key, sizeof(or_pin_t),
                                       ngx_omniroute_pin_update, &arg, 0);
 }
 

@@ -16,7 +16,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "or_plan.h"
 
 
@@ -37,6 +37,24 @@ typedef struct {
 } ngx_omniroute_admit_t;
 
 
+/*
+ * A request's waits (ctx->wait), made by the first: in the queue for a
+ * slot, out a cooldown, the lane's slot_busy wait.
+ */
+struct ngx_omniroute_wait_req_s {
+    ngx_event_t                   event;        /* its timer */
+    or_msec_t                     until;        /* of the queue wait */
+    ngx_uint_t                    queued;       /* counted in sh->queued */
+    ngx_str_t                     queue_key;    /* FIFO of this model */
+    uint64_t                      queue_epoch;  /* 0: no ticket */
+    uint64_t                      queue_ticket;
+    or_msec_t                     start;        /* of a cooldown wait */
+    or_msec_t                     waited;       /* in cooldown waits */
+    unsigned                      waiting:1;    /* out a cooldown */
+    u_char                        key[NGX_OMNIROUTE_KEY_MAX];
+};
+
+
 typedef struct {
     ngx_uint_t                    op;           /* NGX_OMNIROUTE_QUEUE_* */
     uint64_t                      epoch;        /* in: ours; out: queue's */
@@ -55,8 +73,10 @@ static ngx_uint_t ngx_omniroute_admit_update(void *value, void *arg,
 static ngx_int_t ngx_omniroute_slot_take(ngx_atomic_t *c, ngx_uint_t cap);
 static void ngx_omniroute_slot_cleanup(void *data);
 static void ngx_omniroute_waits_cleanup(void *data);
-static ngx_str_t *ngx_omniroute_queue_key(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_waits_start(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_event_handler_pt handler);
+static ngx_int_t ngx_omniroute_queue_key(ngx_omniroute_ctx_t *ctx,
+    ngx_str_t *key, u_char *buf);
 static uint64_t ngx_omniroute_queue_free(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 static ngx_uint_t ngx_omniroute_queue_update(void *value, void *arg,
@@ -352,8 +372,6 @@ ngx_omniroute_waits_init(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     cln->handler = ngx_omniroute_waits_cleanup;
     cln->data = ctx;
 
-    ctx->wait.data = r;
-    ctx->wait.log = r->connection->log;
     ctx->exec.data = r;
     ctx->exec.log = r->connection->log;
 
@@ -368,13 +386,53 @@ ngx_omniroute_waits_cleanup(void *data)
 
     ngx_omniroute_queue_leave(ctx);
 
-    if (ctx->wait.timer_set) {
-        ngx_del_timer(&ctx->wait);
+    if (ctx->wait && ctx->wait->event.timer_set) {
+        ngx_del_timer(&ctx->wait->event);
     }
 
     if (ctx->exec.timer_set) {
         ngx_del_timer(&ctx->exec);
     }
+}
+
+
+/* a wait starts: the request's wait state (the first), its timer's handler */
+
+static ngx_int_t
+ngx_omniroute_waits_start(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_event_handler_pt handler)
+{
+    if (ctx->wait == NULL) {
+        ctx->wait = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_wait_req_t));
+        if (ctx->wait == NULL) {
+            return NGX_ERROR;
+        }
+
+        ctx->wait->event.data = r;
+        ctx->wait->event.log = r->connection->log;
+    }
+
+    ctx->wait->event.handler = handler;
+
+    return NGX_OK;
+}
+
+
+/* the lane's slot_busy wait: handler after ms */
+
+ngx_int_t
+ngx_omniroute_wait_timer(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_event_handler_pt handler, or_msec_t ms)
+{
+    if (ngx_omniroute_waits_start(r, ctx, handler) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    r->read_event_handler = ngx_http_test_reading;
+
+    ngx_add_timer(&ctx->wait->event, (ngx_msec_t) ngx_max(ms, 1));
+
+    return NGX_OK;
 }
 
 
@@ -390,30 +448,23 @@ ngx_omniroute_waits_cleanup(void *data)
  * head.
  */
 
-static ngx_str_t *
-ngx_omniroute_queue_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+static ngx_int_t
+ngx_omniroute_queue_key(ngx_omniroute_ctx_t *ctx, ngx_str_t *key,
+    u_char *buf)
 {
     u_char  *p;
 
-    if (ctx->queue_key.len) {
-        return &ctx->queue_key;
-    }
-
     if (ctx->model.len + sizeof(" q:") - 1 > NGX_OMNIROUTE_KEY_MAX) {
-        return NULL;
+        return NGX_DECLINED;
     }
 
-    p = ngx_pnalloc(r->pool, ctx->model.len + sizeof(" q:") - 1);
-    if (p == NULL) {
-        return NULL;
-    }
-
-    ctx->queue_key.data = p;
-    p = ngx_cpymem(p, " q:", sizeof(" q:") - 1);
+    p = ngx_cpymem(buf, " q:", sizeof(" q:") - 1);
     p = ngx_cpymem(p, ctx->model.data, ctx->model.len);
-    ctx->queue_key.len = p - ctx->queue_key.data;
 
-    return &ctx->queue_key;
+    key->data = buf;
+    key->len = p - buf;
+
+    return NGX_OK;
 }
 
 
@@ -422,7 +473,8 @@ ngx_omniroute_queue_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 ngx_uint_t
 ngx_omniroute_queue_ahead(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
-    ngx_str_t                  *key;
+    u_char                      buf[NGX_OMNIROUTE_KEY_MAX];
+    ngx_str_t                   key;
     or_queue_t                  q;
     ngx_omniroute_main_conf_t  *omcf;
 
@@ -431,18 +483,16 @@ ngx_omniroute_queue_ahead(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     /* a paused connection (R-PACE-2) queues requests as a cap does */
 
     if (omcf->shm_zone == NULL
-        || (!ctx->capped
+        || (!ctx->plan.capped
             && ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_PACE))
         || ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_STRATEGY))
     {
         return 0;
     }
 
-    key = ngx_omniroute_queue_key(r, ctx);
-
-    if (key == NULL
+    if (ngx_omniroute_queue_key(ctx, &key, buf) != NGX_OK
         || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_STRATEGY,
-                                    key, &q, sizeof(or_queue_t))
+                                    &key, &q, sizeof(or_queue_t))
            != NGX_OK)
     {
         return 0;
@@ -462,8 +512,8 @@ ngx_omniroute_queue_ahead(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
 /*
  * R-CONC-1/2: every eligible connection is at its cap, or others wait
- * before this request: it waits for a slot (ctx->wait, whose handler the
- * caller set) at most the queue wait budget (and what is left of the
+ * before this request: it waits for a slot (handler, on the wait timer) at
+ * most the queue wait budget (and what is left of the
  * request budget); a full queue answers 429 at once.  Returns NGX_DONE
  * when queued, NGX_ABORT when not and the client's stream started already
  * (the caller ends it in-band, the outcome is counted), else what to
@@ -471,16 +521,23 @@ ngx_omniroute_queue_ahead(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
  */
 
 ngx_int_t
-ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_event_handler_pt handler)
 {
     or_msec_t                   now, left;
     ngx_int_t                   rc;
-    ngx_str_t                  *key;
     ngx_atomic_uint_t           n;
+    ngx_omniroute_wait_req_t   *w;
     ngx_omniroute_queue_op_t    op;
     ngx_omniroute_main_conf_t  *omcf;
 
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (ngx_omniroute_waits_start(r, ctx, handler) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    w = ctx->wait;
 
     n = ngx_atomic_fetch_add(&omcf->store.sh->queued, 1);
 
@@ -503,33 +560,31 @@ ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                                         "the request queue is full");
     }
 
-    ctx->queued = 1;
+    w->queued = 1;
 
     now = ngx_omniroute_now();
 
-    ctx->wait_until = now + ctx->global.queue_max_wait_ms;
+    w->until = now + ctx->global.queue_max_wait_ms;
 
     left = ngx_omniroute_budget_left(ctx);
 
-    if (left != OR_MSEC_NONE && now + left < ctx->wait_until) {
-        ctx->wait_until = now + left;
+    if (left != OR_MSEC_NONE && now + left < w->until) {
+        w->until = now + left;
     }
 
     /* R-PACE-4: paused past the caller's queue time: answered now */
 
-    rc = ngx_omniroute_pace_timeout(r, ctx);
+    rc = ngx_omniroute_pace_timeout(r, ctx, w->until);
 
     if (rc != NGX_DECLINED) {
-        ctx->queued = 0;
+        w->queued = 0;
         (void) ngx_atomic_fetch_add(&omcf->store.sh->queued, -1);
         return rc;
     }
 
     /* a ticket: its place in the model's queue */
 
-    key = ngx_omniroute_queue_key(r, ctx);
-
-    if (key) {
+    if (ngx_omniroute_queue_key(ctx, &w->queue_key, w->key) == NGX_OK) {
         ngx_memzero(&op, sizeof(ngx_omniroute_queue_op_t));
         op.op = NGX_OMNIROUTE_QUEUE_ENTER;
         op.epoch = ((uint64_t) now << 16) ^ ((uint64_t) ngx_pid << 40)
@@ -539,26 +594,27 @@ ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         op.rc = -1;
 
         (void) ngx_omniroute_store_update(&omcf->store,
-                                          NGX_OMNIROUTE_T_STRATEGY, key,
+                                          NGX_OMNIROUTE_T_STRATEGY,
+                                          &w->queue_key,
                                           sizeof(or_queue_t),
                                           ngx_omniroute_queue_update, &op,
                                           0);
 
         if (op.seen && op.rc == 0) {
-            ctx->queue_epoch = op.epoch;
-            ctx->queue_ticket = op.ticket;
+            w->queue_epoch = op.epoch;
+            w->queue_ticket = op.ticket;
         }
     }
 
     /* a client that goes away while waiting ends the request */
     r->read_event_handler = ngx_http_test_reading;
 
-    ngx_add_timer(&ctx->wait, OR_QUEUE_POLL_MIN_MS);
+    ngx_add_timer(&w->event, OR_QUEUE_POLL_MIN_MS);
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "omniroute dispatch: queued for a concurrency slot, "
-                   "ticket %uL (%s)", ctx->queue_ticket,
-                   ctx->queue_epoch ? "in order" : "no ticket left");
+                   "ticket %uL (%s)", w->queue_ticket,
+                   w->queue_epoch ? "in order" : "no ticket left");
 
     return NGX_DONE;
 }
@@ -575,39 +631,39 @@ ngx_omniroute_queue_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     or_msec_t                   now, ms;
     uint64_t                    free;
-    ngx_str_t                  *key;
+    ngx_omniroute_wait_req_t   *w;
     ngx_omniroute_queue_op_t    op;
     ngx_omniroute_main_conf_t  *omcf;
 
+    w = ctx->wait;
     now = ngx_omniroute_now();
 
-    if (now >= ctx->wait_until
-        || ngx_omniroute_pace_until(r, ctx) > ctx->wait_until)
+    if (now >= w->until
+        || ngx_omniroute_pace_until(r, ctx) > w->until)
     {
         /* out of time, or every route paused past it (R-PACE-4) */
-        if (now < ctx->wait_until) {
+        if (now < w->until) {
             ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_TIMEOUT);
         }
 
         return NGX_DECLINED;
     }
 
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
-    key = ngx_omniroute_queue_key(r, ctx);
-
-    if (key == NULL) {
+    if (w->queue_key.len == 0) {
         return NGX_OK;
     }
 
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
     ngx_memzero(&op, sizeof(ngx_omniroute_queue_op_t));
     op.op = NGX_OMNIROUTE_QUEUE_RANK;
-    op.epoch = ctx->queue_epoch;
-    op.ticket = ctx->queue_ticket;
+    op.epoch = w->queue_epoch;
+    op.ticket = w->queue_ticket;
     op.now = now;
     op.max_age = ctx->global.queue_max_wait_ms + 1000;
 
     (void) ngx_omniroute_store_touch(&omcf->store, NGX_OMNIROUTE_T_STRATEGY,
-                                     key, sizeof(or_queue_t),
+                                     &w->queue_key, sizeof(or_queue_t),
                                      ngx_omniroute_queue_update, &op);
 
     if (!op.seen) {
@@ -616,23 +672,23 @@ ngx_omniroute_queue_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         op.rank = 0;
     }
 
-    if (ctx->queue_epoch && op.epoch != ctx->queue_epoch) {
+    if (w->queue_epoch && op.epoch != w->queue_epoch) {
         /* the queue was dropped (evicted): a new ticket, at its end */
 
         op.op = NGX_OMNIROUTE_QUEUE_ENTER;
-        op.epoch = ctx->queue_epoch;
+        op.epoch = w->queue_epoch;
         op.rc = -1;
         op.seen = 0;
         op.length = 0;
 
         (void) ngx_omniroute_store_update(&omcf->store,
-                                          NGX_OMNIROUTE_T_STRATEGY, key,
-                                          sizeof(or_queue_t),
+                                          NGX_OMNIROUTE_T_STRATEGY,
+                                          &w->queue_key, sizeof(or_queue_t),
                                           ngx_omniroute_queue_update, &op,
                                           0);
 
-        ctx->queue_epoch = (op.seen && op.rc == 0) ? op.epoch : 0;
-        ctx->queue_ticket = op.ticket;
+        w->queue_epoch = (op.seen && op.rc == 0) ? op.epoch : 0;
+        w->queue_ticket = op.ticket;
         op.rank = (op.rc == 0 && op.length) ? op.length - 1 : op.length;
     }
 
@@ -648,7 +704,7 @@ ngx_omniroute_queue_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         return NGX_OK;
     }
 
-    ngx_add_timer(&ctx->wait, (ngx_msec_t) ngx_min(ms, ctx->wait_until - now));
+    ngx_add_timer(&w->event, (ngx_msec_t) ngx_min(ms, w->until - now));
 
     return NGX_AGAIN;
 }
@@ -707,18 +763,20 @@ ngx_omniroute_queue_free(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 ngx_int_t
 ngx_omniroute_queue_wait(ngx_omniroute_ctx_t *ctx)
 {
-    or_msec_t  now, ms;
+    or_msec_t                  now, ms;
+    ngx_omniroute_wait_req_t  *w;
 
+    w = ctx->wait;
     now = ngx_omniroute_now();
 
-    if (now >= ctx->wait_until) {
+    if (now >= w->until) {
         return NGX_DECLINED;
     }
 
     /* the head of a paused model's queue tries again at the pause's end */
     ms = ngx_omniroute_pace_poll(ctx->request, ctx, OR_QUEUE_POLL_MIN_MS);
 
-    ngx_add_timer(&ctx->wait, (ngx_msec_t) ngx_min(ms, ctx->wait_until - now));
+    ngx_add_timer(&w->event, (ngx_msec_t) ngx_min(ms, w->until - now));
 
     return NGX_OK;
 }
@@ -731,17 +789,20 @@ ngx_omniroute_queue_leave(void *data)
 {
     ngx_omniroute_ctx_t *ctx = data;
 
+    ngx_omniroute_wait_req_t   *w;
     ngx_omniroute_queue_op_t    op;
     ngx_omniroute_main_conf_t  *omcf;
 
-    if (!ctx->queued) {
+    w = ctx->wait;
+
+    if (w == NULL || !w->queued) {
         return;
     }
 
-    ctx->queued = 0;
+    w->queued = 0;
 
-    if (ctx->wait.timer_set) {
-        ngx_del_timer(&ctx->wait);
+    if (w->event.timer_set) {
+        ngx_del_timer(&w->event);
     }
 
     omcf = ngx_http_get_module_main_conf(ctx->request,
@@ -749,21 +810,21 @@ ngx_omniroute_queue_leave(void *data)
 
     (void) ngx_atomic_fetch_add(&omcf->store.sh->queued, -1);
 
-    if (ctx->queue_epoch == 0 || ctx->queue_key.len == 0) {
+    if (w->queue_epoch == 0 || w->queue_key.len == 0) {
         return;
     }
 
     ngx_memzero(&op, sizeof(ngx_omniroute_queue_op_t));
     op.op = NGX_OMNIROUTE_QUEUE_LEAVE;
-    op.epoch = ctx->queue_epoch;
-    op.ticket = ctx->queue_ticket;
+    op.epoch = w->queue_epoch;
+    op.ticket = w->queue_ticket;
     op.now = ngx_omniroute_now();
 
     (void) ngx_omniroute_store_touch(&omcf->store, NGX_OMNIROUTE_T_STRATEGY,
-                                     &ctx->queue_key, sizeof(or_queue_t),
+                                     &w->queue_key, sizeof(or_queue_t),
                                      ngx_omniroute_queue_update, &op);
 
-    ctx->queue_epoch = 0;
+    w->queue_epoch = 0;
 }
 
 
@@ -863,9 +924,9 @@ ngx_omniroute_cooldown_decide(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     l.enabled = ctx->global.combo_wait && ctx->entry->wait;
     l.max_wait_ms = ctx->global.combo_wait_max_ms;
     l.budget_left_ms = ngx_max(ctx->global.combo_wait_budget_ms
-                               - ctx->waited, 0);
+                               - (ctx->wait ? ctx->wait->waited : 0), 0);
     l.request_left_ms = ngx_omniroute_budget_left(ctx);
-    l.attempts = ctx->attempts.nelts - ctx->lane_retries;
+    l.attempts = ctx->attempts.nelts - ngx_omniroute_lane_retries(ctx);
     l.max_attempts = (unsigned) ctx->lcf->max_attempts;
 
     rc = or_wait_decide(&l, items, ctx->excluded.nelts, ms, &why);
@@ -882,20 +943,25 @@ ngx_omniroute_cooldown_decide(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
 /*
  * Waits ms (and a little, so that the state has expired when it is read
- * again) on ctx->wait, whose handler the caller set; the client going
- * away ends the wait and the request.
+ * again), then handler; the client going away ends the wait and the
+ * request.
  */
 
 ngx_int_t
 ngx_omniroute_cooldown_wait(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    or_msec_t ms)
+    ngx_event_handler_pt handler, or_msec_t ms)
 {
-    ctx->waiting = 1;
-    ctx->wait_start = ngx_omniroute_now();
+    if (ngx_omniroute_waits_start(r, ctx, handler) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ctx->wait->waiting = 1;
+    ctx->wait->start = ngx_omniroute_now();
 
     r->read_event_handler = ngx_http_test_reading;
 
-    ngx_add_timer(&ctx->wait, (ngx_msec_t) ms + NGX_OMNIROUTE_WAIT_SLACK);
+    ngx_add_timer(&ctx->wait->event,
+                  (ngx_msec_t) ms + NGX_OMNIROUTE_WAIT_SLACK);
 
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                   "omniroute: every target of combo \"%V\" is cooling "
@@ -910,10 +976,10 @@ ngx_omniroute_cooldown_wait(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 void
 ngx_omniroute_cooldown_over(ngx_omniroute_ctx_t *ctx)
 {
-    if (!ctx->waiting) {
+    if (ctx->wait == NULL || !ctx->wait->waiting) {
         return;
     }
 
-    ctx->waiting = 0;
-    ctx->waited += ngx_omniroute_now() - ctx->wait_start;
+    ctx->wait->waiting = 0;
+    ctx->wait->waited += ngx_omniroute_now() - ctx->wait->start;
 }

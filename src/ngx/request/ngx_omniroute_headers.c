@@ -13,7 +13,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 
 
 static ngx_uint_t ngx_omniroute_is_private_header(ngx_table_elt_t *h,

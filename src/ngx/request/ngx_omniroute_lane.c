@@ -16,7 +16,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "or_lane.h"
 
 
@@ -35,6 +35,24 @@ typedef struct {
     or_msec_t                     next_at;
     or_msec_t                     now;
 } ngx_omniroute_lane_reset_t;
+
+
+/* a request's lane (ctx->lane): made by its first wall, see outcome */
+struct ngx_omniroute_lane_req_s {
+    ngx_omniroute_candidate_t    *again;        /* the next attempt's */
+    ngx_uint_t                    retries;      /* attempts the lane made */
+    or_msec_t                     wait_start;   /* first slot_busy */
+    ngx_omniroute_candidate_t    *cand;         /* of the reset */
+    ngx_omniroute_attempt_t      *held;         /* the wall's attempt */
+    ngx_http_request_t           *sr;           /* probe or claim */
+    ngx_str_t                     body;         /* its answer */
+    ngx_uint_t                    status;
+    ngx_omniroute_resume_pt       resume;       /* on with the attempts */
+    unsigned                      full:1;       /* reset: no slow header */
+    unsigned                      reset_tried:1;
+    unsigned                      claim:1;
+    unsigned                      done:1;
+};
 
 
 static ngx_omniroute_store_t *ngx_omniroute_lane_store(ngx_http_request_t *r);
@@ -94,7 +112,7 @@ ngx_omniroute_lane_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
     st = ngx_omniroute_lane_store(r);
 
     if (ctx == NULL || ctx->current == NULL || st == NULL
-        || ctx->lane_full
+        || (ctx->lane && ctx->lane->full)
         || ngx_omniroute_store_read(st, NGX_OMNIROUTE_T_LANE, &cand->conn->id,
                                     &l, sizeof(or_lane_t))
            != NGX_OK
@@ -124,6 +142,40 @@ ngx_omniroute_lane_headers(ngx_http_request_t *r, ngx_http_request_t *sr,
                    &cand->conn->id);
 
     return NGX_OK;
+}
+
+
+/* the connection the lane tries again, once; NULL: none */
+
+ngx_omniroute_candidate_t *
+ngx_omniroute_lane_next(ngx_omniroute_ctx_t *ctx)
+{
+    ngx_omniroute_candidate_t  *cand;
+
+    if (ctx->lane == NULL) {
+        return NULL;
+    }
+
+    cand = ctx->lane->again;
+    ctx->lane->again = NULL;
+
+    return cand;
+}
+
+
+/* it got its slot: an attempt of the lane's, not of max_attempts */
+
+void
+ngx_omniroute_lane_retried(ngx_omniroute_ctx_t *ctx)
+{
+    ctx->lane->retries++;
+}
+
+
+ngx_uint_t
+ngx_omniroute_lane_retries(ngx_omniroute_ctx_t *ctx)
+{
+    return ctx->lane ? ctx->lane->retries : 0;
 }
 
 
@@ -198,14 +250,14 @@ ngx_omniroute_lane_write(ngx_http_request_t *r,
  * R-LANE-1..7: a failed attempt on a usage_lane=on or limit_reset=on
  * connection.
  * NGX_DECLINED: not (or no longer) a lane matter, the normal path;
- * NGX_OK: the same connection again now (ctx->again); NGX_AGAIN: the
- * same connection after *ms; NGX_DONE: a session-limit reset runs first
- * (ctx->lane_resume is called when it is over).
+ * NGX_OK: the same connection again now (ngx_omniroute_lane_next());
+ * NGX_AGAIN: the same connection after *ms; NGX_DONE: a session-limit
+ * reset runs first (resume is called when it is over); NGX_ERROR.
  */
 
 ngx_int_t
 ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_attempt_t *a, or_msec_t *ms)
+    ngx_omniroute_attempt_t *a, or_msec_t *ms, ngx_omniroute_resume_pt resume)
 {
     or_msec_t                   now;
     ngx_uint_t                  n, has;
@@ -232,6 +284,17 @@ ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     if (st == NULL) {
         return NGX_DECLINED;
     }
+
+    /* the request's first wall: its lane state */
+
+    if (ctx->lane == NULL) {
+        ctx->lane = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_lane_req_t));
+        if (ctx->lane == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    ctx->lane->resume = resume;
 
     now = ngx_omniroute_now();
 
@@ -262,8 +325,8 @@ ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     or_lane_parse(hdrs, n, now, &lh);
 
     req.slow_sent = a->lane_slow;
-    req.wait_start = ctx->lane_wait_start ? ctx->lane_wait_start
-                                          : OR_MSEC_NONE;
+    req.wait_start = ctx->lane->wait_start ? ctx->lane->wait_start
+                                           : OR_MSEC_NONE;
     req.budget_left = ngx_omniroute_budget_left(ctx);
     req.rnd = (uint32_t) ngx_random();
 
@@ -277,16 +340,16 @@ ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     /*
      * R-LANE-7: on the wall, the session-limit reset first (before the
      * lane), once per request, memoised in the zone; then this outcome is
-     * looked at again (ctx->lane_resume) unless the limit was reset
+     * looked at again (ctx->lane->resume) unless the limit was reset
      */
 
-    if (a->cand->conn->limit_reset && !ctx->lane_reset_tried
+    if (a->cand->conn->limit_reset && !ctx->lane->reset_tried
         && a->status == 429 && lh.rejected && !lh.overage && !a->lane_slow
         && or_lane_reset_due(has ? &l : NULL, now))
     {
-        ctx->lane_reset_tried = 1;
-        ctx->lane_cand = a->cand;
-        ctx->lane_held = a;
+        ctx->lane->reset_tried = 1;
+        ctx->lane->cand = a->cand;
+        ctx->lane->held = a;
 
         if (ngx_omniroute_lane_reset_start(r, ctx, 0) == NGX_OK) {
             return NGX_DONE;
@@ -307,8 +370,8 @@ ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     case OR_LANE_ENTER:
         ngx_omniroute_lane_write(r, a->cand, &v, now);
         ngx_omniroute_count_attempt(r, a, a->verdict.reason);
-        ctx->again = a->cand;
-        ctx->lane_full = 0;
+        ctx->lane->again = a->cand;
+        ctx->lane->full = 0;
 
         return NGX_OK;
 
@@ -317,8 +380,8 @@ ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         (void) ngx_atomic_fetch_add(&st->sh->stats.lane_waits, 1);
         ngx_omniroute_count_attempt(r, a, a->verdict.reason);
 
-        if (ctx->lane_wait_start == 0) {
-            ctx->lane_wait_start = now;
+        if (ctx->lane->wait_start == 0) {
+            ctx->lane->wait_start = now;
         }
 
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
@@ -326,7 +389,7 @@ ngx_omniroute_lane_outcome(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
                       "\"%V\" is busy, retrying in %L ms",
                       &a->cand->conn->id, (int64_t) v.wait_ms);
 
-        ctx->again = a->cand;
+        ctx->lane->again = a->cand;
         *ms = v.wait_ms;
 
         return NGX_AGAIN;
@@ -424,7 +487,7 @@ ngx_omniroute_lane_reset_start(ngx_http_request_t *r,
     static ngx_str_t  ct = ngx_string("Content-Type");
     static ngx_str_t  json = ngx_string("application/json");
 
-    cand = ctx->lane_cand;
+    cand = ctx->lane->cand;
     pv = cand->provider;
     url = &pv->url;
 
@@ -537,8 +600,8 @@ ngx_omniroute_lane_reset_start(ngx_http_request_t *r,
     }
 
     ctx->current = NULL;
-    ctx->lane_claim = claim;
-    ctx->lane_sr = NULL;
+    ctx->lane->claim = claim;
+    ctx->lane->sr = NULL;
 
     if (ngx_http_subrequest(r, &ctx->lcf->pass_uri, NULL, &sr, ps,
                             NGX_HTTP_SUBREQUEST_IN_MEMORY)
@@ -549,7 +612,7 @@ ngx_omniroute_lane_reset_start(ngx_http_request_t *r,
 
     /* from here on nothing fails */
 
-    ctx->lane_sr = sr;
+    ctx->lane->sr = sr;
     r->write_event_handler = ngx_omniroute_lane_reset_handler;
 
     sr->request_body = rb;
@@ -599,7 +662,7 @@ ngx_omniroute_lane_reset_done(ngx_http_request_t *sr, void *data,
 {
     ngx_omniroute_ctx_t *ctx = data;
 
-    if (ctx->lane_sr != sr) {
+    if (ctx->lane->sr != sr) {
         return rc;
     }
 
@@ -608,17 +671,17 @@ ngx_omniroute_lane_reset_done(ngx_http_request_t *sr, void *data,
     }
 
     /* no answer (connect error, timeout): 0 */
-    ctx->lane_status = (rc == NGX_ERROR || rc >= NGX_HTTP_SPECIAL_RESPONSE)
+    ctx->lane->status = (rc == NGX_ERROR || rc >= NGX_HTTP_SPECIAL_RESPONSE)
                        ? 0 : sr->headers_out.status;
 
-    ctx->lane_body.len = 0;
+    ctx->lane->body.len = 0;
 
     if (sr->out && sr->out->buf) {
-        ctx->lane_body.data = sr->out->buf->pos;
-        ctx->lane_body.len = sr->out->buf->last - sr->out->buf->pos;
+        ctx->lane->body.data = sr->out->buf->pos;
+        ctx->lane->body.len = sr->out->buf->last - sr->out->buf->pos;
     }
 
-    ctx->lane_done = 1;
+    ctx->lane->done = 1;
 
     return NGX_OK;
 }
@@ -641,9 +704,9 @@ ngx_omniroute_lane_reset_expired(ngx_event_t *ev)
 
     r = ev->data;
     ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
-    sr = ctx->lane_sr;
+    sr = ctx->lane->sr;
 
-    if (sr == NULL || ctx->lane_done) {
+    if (sr == NULL || ctx->lane->done) {
         return;
     }
 
@@ -658,8 +721,8 @@ ngx_omniroute_lane_reset_expired(ngx_event_t *ev)
     ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                   "omniroute: session-limit reset of connection \"%V\": "
                   "the %s got no answer in time",
-                  &ctx->lane_cand->conn->id,
-                  ctx->lane_claim ? "claim" : "usage probe");
+                  &ctx->lane->cand->conn->id,
+                  ctx->lane->claim ? "claim" : "usage probe");
 
     pc = u->peer.connection;
     pc->read->timedout = 1;
@@ -670,7 +733,7 @@ ngx_omniroute_lane_reset_expired(ngx_event_t *ev)
 /*
  * The parent's write handler while a probe or claim runs: when it is
  * over, the next step (the claim), or the memo and on with the attempts
- * (ctx->lane_resume: at full speed after a reset, else in the lane).
+ * (ctx->lane->resume: at full speed after a reset, else in the lane).
  */
 
 static void
@@ -684,20 +747,20 @@ ngx_omniroute_lane_reset_handler(ngx_http_request_t *r)
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
 
-    if (ctx == NULL || !ctx->lane_done) {
+    if (ctx == NULL || ctx->lane == NULL || !ctx->lane->done) {
         return;
     }
 
-    ctx->lane_done = 0;
-    ctx->lane_sr = NULL;
-    cand = ctx->lane_cand;
+    ctx->lane->done = 0;
+    ctx->lane->sr = NULL;
+    cand = ctx->lane->cand;
 
-    ok = (ctx->lane_status >= 200 && ctx->lane_status < 300);
+    ok = (ctx->lane->status >= 200 && ctx->lane->status < 300);
 
-    if (!ctx->lane_claim) {
+    if (!ctx->lane->claim) {
 
-        if (ok && or_lane_usage_parse((char *) ctx->lane_body.data,
-                                      ctx->lane_body.len,
+        if (ok && or_lane_usage_parse((char *) ctx->lane->body.data,
+                                      ctx->lane->body.len,
                                       ngx_omniroute_now(), &next_at))
         {
             if (ngx_omniroute_lane_reset_start(r, ctx, 1) == NGX_OK) {
@@ -710,15 +773,15 @@ ngx_omniroute_lane_reset_handler(ngx_http_request_t *r)
             result = ok ? OR_RESET_UNAVAILABLE : OR_RESET_FAILED;
 
             if (ok) {
-                (void) or_lane_usage_parse((char *) ctx->lane_body.data,
-                                           ctx->lane_body.len,
+                (void) or_lane_usage_parse((char *) ctx->lane->body.data,
+                                           ctx->lane->body.len,
                                            ngx_omniroute_now(), &next_at);
             }
         }
 
     } else {
-        result = ok ? or_lane_claim_parse((char *) ctx->lane_body.data,
-                                          ctx->lane_body.len,
+        result = ok ? or_lane_claim_parse((char *) ctx->lane->body.data,
+                                          ctx->lane->body.len,
                                           ngx_omniroute_now(), &next_at)
                     : OR_RESET_FAILED;
     }
@@ -731,15 +794,15 @@ ngx_omniroute_lane_reset_handler(ngx_http_request_t *r)
 
     if (result == OR_RESET_RESET || result == OR_RESET_NOT_LIMITED) {
         /* the same connection at full speed: no lane, no failure */
-        ngx_omniroute_count_attempt(r, ctx->lane_held,
-                                    ctx->lane_held->verdict.reason);
-        ctx->lane_full = 1;
-        ctx->again = cand;
-        ctx->lane_resume(r, ctx, 0);
+        ngx_omniroute_count_attempt(r, ctx->lane->held,
+                                    ctx->lane->held->verdict.reason);
+        ctx->lane->full = 1;
+        ctx->lane->again = cand;
+        ctx->lane->resume(r, ctx, 0);
         return;
     }
 
     /* no reset: the wall's outcome again (the lane, else the normal path) */
-    ctx->current = ctx->lane_held;
-    ctx->lane_resume(r, ctx, 1);
+    ctx->current = ctx->lane->held;
+    ctx->lane->resume(r, ctx, 1);
 }

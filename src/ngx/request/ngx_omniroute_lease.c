@@ -12,7 +12,7 @@
  *   - a managed request (X-OmniRoute-Lease-Owner and -Generation): its
  *     lease is checked before the body is read (an unknown owner, a
  *     stale generation or an expired lease never reaches a provider) and
- *     its routes are those of the leased connection (auth.c);
+ *     its routes are those of the leased connection (client_keys.c);
  *   - dispatch: a managed request's connection must still be its lease's
  *     (the final dispatch binds key id, connection id and generation);
  *     any other request passes over connections held by a lease; when
@@ -30,7 +30,7 @@
 
 #include <openssl/rand.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "ngx_omniroute_lease_store.h"
 #include "or_plan.h"
 
@@ -107,7 +107,7 @@ ngx_omniroute_lease_handler(ngx_http_request_t *r)
 
     ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
 
-    rc = ngx_omniroute_auth(r, ctx);
+    rc = ngx_omniroute_client_key_check(r, ctx);
     if (rc != NGX_DECLINED) {
         return rc;
     }

@@ -17,7 +17,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "or_keys.h"
 
 
@@ -230,45 +230,6 @@ ngx_omniroute_models_tail(ngx_http_request_t *r,
 }
 
 
-/*
- * The content handler of omniroute_pass: a POST goes to the gateway
- * (request.c); GET and HEAD of .../models are answered here; anything else
- * is 405 with Allow.
- */
-
-ngx_int_t
-ngx_omniroute_handler(ngx_http_request_t *r)
-{
-    ngx_int_t             rc;
-    ngx_omniroute_ctx_t  *ctx;
-
-    if (r != r->main) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    /* client keys, their paths, lease headers: first (auth.c, lease.c) */
-
-    rc = ngx_omniroute_auth_start(r);
-
-    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
-
-    if (rc == NGX_DECLINED && ctx && ctx->auth) {
-        /* a client key applies: the lease headers of a managed request */
-        rc = ngx_omniroute_lease_auth(r, ctx);
-    }
-
-    if (rc != NGX_DECLINED) {
-        return rc;
-    }
-
-    if (r->method == NGX_HTTP_POST) {
-        return ngx_omniroute_post_handler(r);
-    }
-
-    return ngx_omniroute_models_handler(r);
-}
-
-
 ngx_int_t
 ngx_omniroute_models_handler(ngx_http_request_t *r)
 {
@@ -465,26 +426,17 @@ ngx_omniroute_models_pass(ngx_http_request_t *r,
     pr = (ngx_omniroute_provider_t *) omcf->providers.elts
          + lcf->models_provider;
 
-    /* the one of the client key check (auth.c), if any */
+    /* made by the content handler (request.c) */
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
 
-    if (ctx == NULL) {
-        ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
-    }
-
     p = ngx_pnalloc(r->pool, pr->name.len + sizeof("/models") - 1);
-
-    if (ctx == NULL || p == NULL) {
+    if (p == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    ctx->request = r;
-    ctx->lcf = lcf;
     ctx->model.data = p;
     ctx->model.len = ngx_sprintf(p, "%V/models", &pr->name) - p;
-
-    ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
 
     /* as after reading a body: the request lives on until finalized */
     r->main->count++;

@@ -20,7 +20,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "or_pace.h"
 
 
@@ -449,14 +449,15 @@ ngx_omniroute_pace_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
 /*
  * R-PACE-4, as a request queues: every route paused past the caller's
- * queue time: it is answered now with the queue-timeout code (503
+ * queue time (wait_until): it is answered now with the queue-timeout code (503
  * SEMAPHORE_TIMEOUT) and Retry-After, instead of after its time ran out.
  * NGX_DECLINED: not so (it waits, counted when for a pause); NGX_ABORT:
  * so, but the client's stream started already (nothing sent).
  */
 
 ngx_int_t
-ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    or_msec_t wait_until)
 {
     or_msec_t   until, now;
     ngx_str_t   value;
@@ -469,7 +470,7 @@ ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         return NGX_DECLINED;
     }
 
-    if (until <= ctx->wait_until) {
+    if (until <= wait_until) {
         /* it waits the pause out in the queue */
         ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_QUEUED);
         return NGX_DECLINED;

@@ -17,7 +17,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "or_plan.h"
 
 
@@ -123,9 +123,9 @@ ngx_omniroute_plan_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     /* a concurrency cap on a route: requests may queue (R-CONC-1) */
 
-    ctx->capped = ctx->entry ? ctx->entry->capped
-                             : ngx_omniroute_routes_capped(ctx->routes,
-                                                           ctx->nroutes);
+    ctx->plan.capped = ctx->entry ? ctx->entry->capped
+                                  : ngx_omniroute_routes_capped(ctx->routes,
+                                                                ctx->nroutes);
 
     if (ngx_array_init(&ctx->candidates, r->pool, 4,
                        sizeof(ngx_omniroute_candidate_t *))
@@ -167,30 +167,30 @@ ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         return NGX_ERROR;
     }
 
-    ctx->lazy = (pinned.len == 0
-                 && (ctx->entry == NULL
-                     || ctx->entry->strategy == OR_STRATEGY_PRIORITY));
+    ctx->plan.lazy = (pinned.len == 0
+                      && (ctx->entry == NULL
+                          || ctx->entry->strategy == OR_STRATEGY_PRIORITY));
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "omniroute plan: model \"%V\", %ui routes, %s",
                    &ctx->model, ctx->nroutes,
-                   ctx->lazy ? "checked as needed" : "all checked");
+                   ctx->plan.lazy ? "checked as needed" : "all checked");
 
-    if (ctx->lazy) {
+    if (ctx->plan.lazy) {
         rc = ngx_omniroute_plan_peek(ctx);
-        ctx->plan_excluded = ctx->excluded.nelts;
+        ctx->plan.excluded = ctx->excluded.nelts;
         return rc;
     }
 
-    while (ctx->scanned < ctx->nroutes) {
-        if (ngx_omniroute_plan_check(ctx, &ctx->routes[ctx->scanned++])
+    while (ctx->plan.scanned < ctx->nroutes) {
+        if (ngx_omniroute_plan_check(ctx, &ctx->routes[ctx->plan.scanned++])
             == NGX_ERROR)
         {
             return NGX_ERROR;
         }
     }
 
-    ctx->plan_excluded = ctx->excluded.nelts;
+    ctx->plan.excluded = ctx->excluded.nelts;
 
     if (ctx->candidates.nelts == 0) {
         /* every route excluded: the emergency target, if any */
@@ -440,7 +440,7 @@ ngx_omniroute_plan_provider(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_main_conf_t       *omcf;
     ngx_omniroute_provider_state_t  *ps;
 
-    for (ps = ctx->providers; ps; ps = ps->next) {
+    for (ps = ctx->plan.providers; ps; ps = ps->next) {
         if (ps->provider == p) {
             return ps;
         }
@@ -465,8 +465,8 @@ ngx_omniroute_plan_provider(ngx_omniroute_ctx_t *ctx,
                                                    sizeof(or_breaker_t))
                           == NGX_OK);
 
-    ps->next = ctx->providers;
-    ctx->providers = ps;
+    ps->next = ctx->plan.providers;
+    ctx->plan.providers = ps;
 
     return ps;
 }
@@ -487,7 +487,7 @@ ngx_omniroute_plan_settings(ngx_omniroute_ctx_t *ctx,
 
 
 /*
- * Makes sure candidate ctx->next exists, checking further routes in
+ * Makes sure candidate ctx->plan.next exists, checking further routes in
  * priority order when needed: NGX_OK, NGX_DECLINED (none left), NGX_ERROR.
  */
 
@@ -496,14 +496,14 @@ ngx_omniroute_plan_peek(ngx_omniroute_ctx_t *ctx)
 {
     ngx_int_t  rc;
 
-    if (ctx->lazy && ctx->scanned == 0) {
+    if (ctx->plan.lazy && ctx->plan.scanned == 0) {
         /* the model's first routes may be known to be excluded */
         ngx_omniroute_memo_start(ctx);
     }
 
-    while (ctx->next >= ctx->candidates.nelts) {
+    while (ctx->plan.next >= ctx->candidates.nelts) {
 
-        if (!ctx->lazy || ctx->scanned >= ctx->nroutes) {
+        if (!ctx->plan.lazy || ctx->plan.scanned >= ctx->nroutes) {
             ngx_omniroute_memo_end(ctx);
 
             /* R-EMERG-1: the last resort, once */
@@ -516,7 +516,7 @@ ngx_omniroute_plan_peek(ngx_omniroute_ctx_t *ctx)
             return (rc == NGX_ERROR) ? NGX_ERROR : NGX_DECLINED;
         }
 
-        rc = ngx_omniroute_plan_check(ctx, &ctx->routes[ctx->scanned++]);
+        rc = ngx_omniroute_plan_check(ctx, &ctx->routes[ctx->plan.scanned++]);
 
         if (rc == NGX_ERROR) {
             return NGX_ERROR;
@@ -536,7 +536,8 @@ ngx_omniroute_plan_next(ngx_omniroute_ctx_t *ctx)
         return NULL;
     }
 
-    return ((ngx_omniroute_candidate_t **) ctx->candidates.elts)[ctx->next++];
+    return ((ngx_omniroute_candidate_t **)
+               ctx->candidates.elts)[ctx->plan.next++];
 }
 
 
@@ -549,18 +550,18 @@ ngx_omniroute_plan_next(ngx_omniroute_ctx_t *ctx)
 void
 ngx_omniroute_plan_restart(ngx_omniroute_ctx_t *ctx)
 {
-    ctx->next = 0;
-    ctx->saw_full = 0;
+    ctx->plan.next = 0;
+    ctx->plan.saw_full = 0;
 
-    if (ctx->lazy) {
-        ctx->scanned = 0;
+    if (ctx->plan.lazy) {
+        ctx->plan.scanned = 0;
         ctx->candidates.nelts = 0;
         ctx->excluded.nelts = 0;
-        ctx->emergency = 0;
+        ctx->plan.emergency = 0;
         return;
     }
 
-    ctx->excluded.nelts = ctx->plan_excluded;
+    ctx->excluded.nelts = ctx->plan.excluded;
 }
 
 
@@ -573,14 +574,14 @@ ngx_omniroute_plan_restart(ngx_omniroute_ctx_t *ctx)
 void
 ngx_omniroute_plan_reset(ngx_omniroute_ctx_t *ctx)
 {
-    ctx->next = 0;
-    ctx->saw_full = 0;
-    ctx->scanned = 0;
+    ctx->plan.next = 0;
+    ctx->plan.saw_full = 0;
+    ctx->plan.scanned = 0;
     ctx->candidates.nelts = 0;
     ctx->excluded.nelts = 0;
-    ctx->plan_excluded = 0;
-    ctx->providers = NULL;
-    ctx->emergency = 0;
+    ctx->plan.excluded = 0;
+    ctx->plan.providers = NULL;
+    ctx->plan.emergency = 0;
 }
 
 
@@ -627,7 +628,7 @@ ngx_omniroute_may_continue(ngx_omniroute_ctx_t *ctx)
 ngx_uint_t
 ngx_omniroute_attempts_left(ngx_omniroute_ctx_t *ctx)
 {
-    return ctx->attempts.nelts - ctx->lane_retries
+    return ctx->attempts.nelts - ngx_omniroute_lane_retries(ctx)
            < (ngx_uint_t) ctx->lcf->max_attempts
            && (ctx->deadline == 0 || ngx_omniroute_budget_left(ctx) > 0);
 }
@@ -673,13 +674,13 @@ ngx_omniroute_plan_emergency(ngx_omniroute_ctx_t *ctx)
                                          ngx_http_omniroute_module);
     e = omcf->emergency;
 
-    if (e == NULL || ctx->emergency || ctx->saw_full
+    if (e == NULL || ctx->plan.emergency || ctx->plan.saw_full
         || !ctx->global.emergency_fallback)
     {
         return NGX_DECLINED;
     }
 
-    ctx->emergency = 1;
+    ctx->plan.emergency = 1;
 
     /* a route of the model already: tried (or excluded) as one */
 

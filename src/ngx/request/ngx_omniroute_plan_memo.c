@@ -30,7 +30,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute.h"
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 
 
 /*
@@ -51,13 +51,13 @@ ngx_omniroute_memo_start(ngx_omniroute_ctx_t *ctx)
     ngx_omniroute_memo_entry_t  *e;
     ngx_omniroute_main_conf_t   *omcf;
 
-    ctx->memo_building = 0;
+    ctx->memo.building = 0;
 
     if (ctx->entry == NULL || ctx->entry->memo == NULL
         || ctx->routes != ctx->entry->routes.elts
-        || ctx->scanned != 0 || ctx->excluded.nelts != 0
+        || ctx->plan.scanned != 0 || ctx->excluded.nelts != 0
         || ctx->candidates.nelts != 0
-        || ctx->providers != NULL)
+        || ctx->plan.providers != NULL)
     {
         /*
          * The model's own routes only (not those a client key narrowed),
@@ -104,7 +104,7 @@ ngx_omniroute_memo_start(ngx_omniroute_ctx_t *ctx)
                 ex[i].kind = e[i].kind;
             }
 
-            ctx->scanned = memo->n;
+            ctx->plan.scanned = memo->n;
 
             ngx_log_debug1(NGX_LOG_DEBUG_HTTP,
                            ctx->request->connection->log, 0,
@@ -118,12 +118,12 @@ ngx_omniroute_memo_start(ngx_omniroute_ctx_t *ctx)
 
     memo->conn_gen = 0;
 
-    ctx->memo_building = 1;
-    ctx->memo_n = 0;
-    ctx->memo_conn_gen = conn_gen;
-    ctx->memo_breaker_gen = breaker_gen;
-    ctx->memo_settings_gen = settings_gen;
-    ctx->memo_until = INT64_MAX;
+    ctx->memo.building = 1;
+    ctx->memo.n = 0;
+    ctx->memo.conn_gen = conn_gen;
+    ctx->memo.breaker_gen = breaker_gen;
+    ctx->memo.settings_gen = settings_gen;
+    ctx->memo.until = INT64_MAX;
 }
 
 
@@ -140,28 +140,28 @@ ngx_omniroute_memo_excluded(ngx_omniroute_ctx_t *ctx,
 {
     ngx_omniroute_memo_entry_t  *e;
 
-    if (!ctx->memo_building) {
+    if (!ctx->memo.building) {
         return;
     }
 
-    if (ctx->memo_n >= ctx->nroutes || route != &ctx->routes[ctx->memo_n]) {
+    if (ctx->memo.n >= ctx->nroutes || route != &ctx->routes[ctx->memo.n]) {
         /* not the next route in order: the memo ends here */
         ngx_omniroute_memo_end(ctx);
         return;
     }
 
-    e = &ctx->entry->memo->entries[ctx->memo_n++];
+    e = &ctx->entry->memo->entries[ctx->memo.n++];
 
     e->reason = reason;
     e->kind = kind;
     e->until = (retry < 0) ? OR_MSEC_NONE : now + retry;
 
-    if (e->until != OR_MSEC_NONE && e->until < ctx->memo_until) {
-        ctx->memo_until = e->until;
+    if (e->until != OR_MSEC_NONE && e->until < ctx->memo.until) {
+        ctx->memo.until = e->until;
     }
 
-    if (expires && expires < ctx->memo_until) {
-        ctx->memo_until = expires;
+    if (expires && expires < ctx->memo.until) {
+        ctx->memo.until = expires;
     }
 }
 
@@ -179,13 +179,13 @@ ngx_omniroute_memo_end(ngx_omniroute_ctx_t *ctx)
     ngx_omniroute_plan_memo_t  *memo;
     ngx_omniroute_main_conf_t  *omcf;
 
-    if (!ctx->memo_building) {
+    if (!ctx->memo.building) {
         return;
     }
 
-    ctx->memo_building = 0;
+    ctx->memo.building = 0;
 
-    if (ctx->memo_n == 0) {
+    if (ctx->memo.n == 0) {
         return;
     }
 
@@ -194,11 +194,11 @@ ngx_omniroute_memo_end(ngx_omniroute_ctx_t *ctx)
     st = &omcf->store;
 
     if (ngx_omniroute_store_gen(st, NGX_OMNIROUTE_T_CONN)
-        != ctx->memo_conn_gen
+        != ctx->memo.conn_gen
         || ngx_omniroute_store_gen(st, NGX_OMNIROUTE_T_BREAKER)
-           != ctx->memo_breaker_gen
+           != ctx->memo.breaker_gen
         || ngx_omniroute_store_gen(st, NGX_OMNIROUTE_T_SETTINGS)
-           != ctx->memo_settings_gen)
+           != ctx->memo.settings_gen)
     {
         /* a record changed while they were checked */
         return;
@@ -206,9 +206,9 @@ ngx_omniroute_memo_end(ngx_omniroute_ctx_t *ctx)
 
     memo = ctx->entry->memo;
 
-    memo->n = ctx->memo_n;
-    memo->valid_until = ctx->memo_until;
-    memo->breaker_gen = ctx->memo_breaker_gen;
-    memo->settings_gen = ctx->memo_settings_gen;
-    memo->conn_gen = ctx->memo_conn_gen;
+    memo->n = ctx->memo.n;
+    memo->valid_until = ctx->memo.until;
+    memo->breaker_gen = ctx->memo.breaker_gen;
+    memo->settings_gen = ctx->memo.settings_gen;
+    memo->conn_gen = ctx->memo.conn_gen;
 }

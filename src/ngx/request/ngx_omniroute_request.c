@@ -2,11 +2,11 @@
 /*
  * Copyright (C) ngx_omniroute authors
  *
- * The client-facing request: omniroute_pass content handler, the body
- * (scanned once for its model, never parsed into a tree), and the attempt
+ * The client-facing request: the content handler of omniroute_pass (the
+ * request's context, its client key, its body read), and the attempt
  * loop.  Each attempt is a subrequest to the internal attempt location,
  * which proxies it with the values of the attempt; its body is the
- * client's bytes with only the model value replaced (see
+ * client's bytes with only the model value replaced (body.c; see
  * docs/architecture.md).
  */
 
@@ -15,20 +15,13 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "or_json.h"
 
 
 static void ngx_omniroute_body_handler(ngx_http_request_t *r);
-static ngx_int_t ngx_omniroute_scan_body(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
-static ngx_int_t ngx_omniroute_body_edits(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_start_attempt(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
-static ngx_int_t ngx_omniroute_attempt_body(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_http_request_t *sr,
-    ngx_omniroute_attempt_t *a);
 static ngx_int_t ngx_omniroute_attempt_done(ngx_http_request_t *sr,
     void *data, ngx_int_t rc);
 static void ngx_omniroute_parent_handler(ngx_http_request_t *r);
@@ -54,28 +47,46 @@ static void ngx_omniroute_lane_resume(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_uint_t replay);
 
 
-/* a POST to omniroute_pass (ngx_omniroute_handler() in models.c) */
+/*
+ * The content handler of omniroute_pass: the request's context, then its
+ * client key and lease headers (client_keys.c, lease.c) before any body
+ * work; a POST goes to the gateway once its body is read; GET and HEAD of
+ * .../models, and the 405 of any other method, are models.c's.
+ */
 
 ngx_int_t
-ngx_omniroute_post_handler(ngx_http_request_t *r)
+ngx_omniroute_handler(ngx_http_request_t *r)
 {
     ngx_int_t             rc;
     ngx_omniroute_ctx_t  *ctx;
 
-    /* made by the client key check (auth.c) */
+    if (r != r->main) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
-
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
     if (ctx == NULL) {
-        ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
-        if (ctx == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
-        ctx->request = r;
-        ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
+    ctx->request = r;
+    ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
 
-        ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
+    ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
+
+    rc = ngx_omniroute_client_key_check(r, ctx);
+
+    if (rc == NGX_DECLINED && ctx->auth) {
+        /* a client key applies: the lease headers of a managed request */
+        rc = ngx_omniroute_lease_auth(r, ctx);
+    }
+
+    if (rc != NGX_DECLINED) {
+        return rc;
+    }
+
+    if (r->method != NGX_HTTP_POST) {
+        return ngx_omniroute_models_handler(r);
     }
 
     r->request_body_in_single_buf = 1;
@@ -122,7 +133,7 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_int_t rc)
 {
     if (rc == NGX_OK) {
-        rc = ngx_omniroute_auth_model(r, ctx);      /* the key's models */
+        rc = ngx_omniroute_client_key_model(r, ctx);    /* the key's models */
     }
 
     if (rc == NGX_OK) {
@@ -130,7 +141,7 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     }
 
     if (rc == NGX_OK) {
-        rc = ngx_omniroute_auth_routes(r, ctx);     /* its connections */
+        rc = ngx_omniroute_client_key_routes(r, ctx);   /* its connections */
     }
 
     if (rc != NGX_OK) {
@@ -170,8 +181,6 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         ctx->deadline = ngx_omniroute_now() + ctx->global.request_budget_ms;
     }
 
-    ctx->lane_resume = ngx_omniroute_lane_resume;
-
     ngx_omniroute_dispatch(r, ctx);
 }
 
@@ -198,9 +207,7 @@ ngx_omniroute_dispatch(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     if (rc == NGX_BUSY) {
         /* every eligible connection is at its max_concurrent */
-        ctx->wait.handler = ngx_omniroute_queue_retry;
-
-        rc = ngx_omniroute_queue_enter(r, ctx);
+        rc = ngx_omniroute_queue_enter(r, ctx, ngx_omniroute_queue_retry);
 
         if (rc == NGX_DONE) {
             return;
@@ -245,8 +252,14 @@ ngx_omniroute_nothing_now(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     if (rc == OR_WAIT_WAIT) {
         ctx->current = NULL;
-        ctx->wait.handler = ngx_omniroute_cooldown_retry;
-        (void) ngx_omniroute_cooldown_wait(r, ctx, ms);
+
+        if (ngx_omniroute_cooldown_wait(r, ctx, ngx_omniroute_cooldown_retry,
+                                        ms)
+            != NGX_OK)
+        {
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        }
+
         return;
     }
 
@@ -290,166 +303,6 @@ ngx_omniroute_nothing_now(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
 
 /*
- * One pass over the client's body: valid JSON, an object, and where its
- * top-level "model" value is; nothing else is read or kept.
- */
-
-static ngx_int_t
-ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
-{
-    u_char          *p;
-    long             n;
-    or_json_rc_e     rc;
-    or_json_value_t *m;
-
-    if (ctx->body.len == 0) {
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST, "invalid_json",
-                                    "the request body is empty; expected a "
-                                    "JSON object");
-    }
-
-    rc = or_json_scan((const char *) ctx->body.data, ctx->body.len,
-                      &ctx->scan);
-
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "omniroute body: %uz bytes, scan %s at %uz",
-                   ctx->body.len, or_json_rc_name(rc), ctx->scan.error_at);
-
-    switch (rc) {
-
-    case OR_JSON_OK:
-        break;
-
-    case OR_JSON_EMPTY:
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST, "invalid_json",
-                                    "the request body is empty; expected a "
-                                    "JSON object");
-
-    case OR_JSON_NOT_OBJECT:
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST, "invalid_json",
-                                    "the request body must be a JSON "
-                                    "object");
-
-    default:
-        p = ngx_pnalloc(r->pool, 200);
-        if (p == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        if (rc == OR_JSON_DUP_MODEL) {
-            ngx_snprintf(p, 200, "the request body has more than one "
-                         "\"model\" (at byte %uz)%Z", ctx->scan.error_at);
-
-        } else {
-            ngx_snprintf(p, 200, "the request body is not valid JSON: %s "
-                         "(at byte %uz)%Z", ctx->scan.error
-                                             ? ctx->scan.error : "error",
-                         ctx->scan.error_at);
-        }
-
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST, "invalid_json",
-                                    (char *) p);
-    }
-
-    m = &ctx->scan.model;
-
-    if (m->type == OR_JSON_ABSENT) {
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
-                                    "missing_model",
-                                    "the request body has no \"model\"");
-    }
-
-    if (m->type != OR_JSON_STRING || m->end - m->start <= 2) {
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
-                                    "invalid_model",
-                                    "\"model\" must be a non-empty string");
-    }
-
-    /* the model's text: in the body itself unless it has escapes */
-
-    if (!m->escaped) {
-        ctx->model.data = ctx->body.data + m->start + 1;
-        ctx->model.len = m->end - m->start - 2;
-        return ngx_omniroute_body_edits(r, ctx);
-    }
-
-    ctx->model.data = ngx_pnalloc(r->pool, m->end - m->start);
-    if (ctx->model.data == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    n = or_json_string_decode((const char *) ctx->body.data + m->start,
-                              m->end - m->start, (char *) ctx->model.data);
-    if (n <= 0) {
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
-                                    "invalid_model",
-                                    "\"model\" must be a non-empty string");
-    }
-
-    ctx->model.len = (size_t) n;
-
-    return ngx_omniroute_body_edits(r, ctx);
-}
-
-
-/*
- * What every attempt's body changes besides the model: the "background":
- * true of a Responses API request is removed (the request is answered
- * synchronously, with a warning); and whether a Chat Completions stream
- * asked for its usage (the attempt decides whether to ask).
- */
-
-static ngx_int_t
-ngx_omniroute_body_edits(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
-{
-    const char       *body;
-    or_json_value_t  *bg;
-
-    body = (const char *) ctx->body.data;
-
-    or_splice_init(&ctx->splice);
-
-    if (or_splice_usage_path((const char *) r->uri.data, r->uri.len)) {
-        ctx->usage = or_splice_stream_usage(NULL, body, ctx->body.len,
-                                            &ctx->scan);
-    }
-
-    bg = &ctx->scan.background;
-
-    if (bg->type == OR_JSON_ABSENT
-        || or_sse_format_of_path((const char *) r->uri.data, r->uri.len)
-           != OR_SSE_FMT_RESPONSES)
-    {
-        return NGX_OK;
-    }
-
-    if (bg->dup) {
-        /* which one a provider would take is its own choice */
-        return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
-                                    "invalid_background",
-                                    "the request body has more than one "
-                                    "\"background\"");
-    }
-
-    if (bg->type != OR_JSON_TRUE) {
-        return NGX_OK;
-    }
-
-    if (or_splice_remove(&ctx->splice, body, ctx->body.len, bg) != 0) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    ctx->background = 1;
-
-    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                  "omniroute: \"background\": true removed from a "
-                  "Responses API request, answered synchronously");
-
-    return NGX_OK;
-}
-
-
-/*
  * The next candidate the breaker admits (one HALF_OPEN probe) with a free
  * concurrency slot becomes an attempt.  NGX_DECLINED: no candidate left;
  * NGX_BUSY: the ones left are at their max_concurrent.
@@ -471,22 +324,20 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
          * the usage-limit lane retries the same connection (R-LANE-2);
          * not counted against omniroute_max_attempts once it has its slot
          */
-        lane = (ctx->again != NULL);
+        cand = ngx_omniroute_lane_next(ctx);
+        lane = (cand != NULL);
 
-        if (lane) {
-            cand = ctx->again;
-            ctx->again = NULL;
-
-        } else {
+        if (!lane) {
             cand = ngx_omniroute_plan_next(ctx);
         }
 
         if (cand == NULL) {
             ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                            "omniroute: no candidate left%s",
-                           ctx->saw_full ? ", some at max_concurrent" : "");
+                           ctx->plan.saw_full ? ", some at max_concurrent"
+                                              : "");
 
-            return ctx->saw_full ? NGX_BUSY : NGX_DECLINED;
+            return ctx->plan.saw_full ? NGX_BUSY : NGX_DECLINED;
         }
 
         if (ngx_omniroute_admit(r, ctx, cand, &reason) != NGX_OK) {
@@ -517,12 +368,15 @@ ngx_omniroute_start_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         }
 
         if (ngx_omniroute_acquire_slot(r, ctx, cand, counters) == NGX_OK) {
-            ctx->lane_retries += lane;
+            if (lane) {
+                ngx_omniroute_lane_retried(ctx);
+            }
+
             break;
         }
 
         /* at its max_concurrent: the next candidate, else wait */
-        ctx->saw_full = 1;
+        ctx->plan.saw_full = 1;
     }
 
     a = ngx_array_push(&ctx->attempts);
@@ -680,163 +534,6 @@ ngx_omniroute_attempt_expired(ngx_event_t *ev)
 }
 
 
-/*
- * The attempt's body: the client's bytes with the edits of or_splice --
- * the model value replaced by the target's upstream model (JSON-quoted)
- * when they differ, the request's own edits (a removed "background"), a
- * Chat stream's usage asked for when the provider's stream.include_usage
- * is on; no byte is copied, the buffers point into the client's body and
- * at the inserted text.
- */
-
-static ngx_int_t
-ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_http_request_t *sr, ngx_omniroute_attempt_t *a)
-{
-    u_char                   *base;
-    size_t                    len, pos;
-    ngx_uint_t                i, n;
-    ngx_str_t                 part[2 * OR_SPLICE_MAX + 1];
-    ngx_buf_t                *b;
-    or_splice_t               sp;
-    ngx_chain_t              *cl, **ll;
-    or_json_value_t          *m;
-    or_splice_edit_t         *e;
-    ngx_omniroute_target_t   *t;
-    ngx_http_request_body_t  *rb;
-
-    if (ctx->body.data == NULL) {
-        /* a GET passed through (models.c): no body */
-        sr->request_body = NULL;
-        sr->headers_in.content_length_n = -1;
-        return NGX_OK;
-    }
-
-    base = ctx->body.data;
-    m = &ctx->scan.model;
-    t = a->cand->target;
-    sp = ctx->splice;
-
-    if (t->model.len != ctx->model.len
-        || ngx_strncmp(t->model.data, ctx->model.data, t->model.len) != 0)
-    {
-        if (ctx->sent_model.data == NULL
-            || ctx->sent_model.len != t->model.len
-            || ngx_strncmp(ctx->sent_model.data, t->model.data,
-                           t->model.len)
-               != 0)
-        {
-            /* the upstream model as a JSON string, once per target */
-
-            len = or_json_quoted_len((const char *) t->model.data,
-                                     t->model.len);
-
-            ctx->quoted_model.data = ngx_pnalloc(r->pool, len);
-            if (ctx->quoted_model.data == NULL) {
-                return NGX_ERROR;
-            }
-
-            ctx->quoted_model.len =
-                (u_char *) or_json_quote((char *) ctx->quoted_model.data,
-                                         (const char *) t->model.data,
-                                         t->model.len)
-                - ctx->quoted_model.data;
-
-            ctx->sent_model = t->model;
-        }
-
-        if (or_splice_add(&sp, m->start, m->end,
-                          (const char *) ctx->quoted_model.data,
-                          ctx->quoted_model.len)
-            != 0)
-        {
-            return NGX_ERROR;
-        }
-    }
-
-    if (ctx->usage == OR_SPLICE_USAGE_ADDED
-        && a->cand->settings->stream.include_usage > 0)
-    {
-        /* stream.include_usage: the usage chunk is for the metrics */
-
-        a->usage_asked = (or_splice_stream_usage(&sp, (const char *) base,
-                                                 ctx->body.len, &ctx->scan)
-                          == OR_SPLICE_USAGE_ADDED);
-    }
-
-    /* the parts: the body between the edits, and each edit's text */
-
-    n = 0;
-    pos = 0;
-
-    for (i = 0; i < sp.n; i++) {
-        e = &sp.edit[i];
-
-        part[n].data = base + pos;
-        part[n++].len = e->start - pos;
-
-        part[n].data = (u_char *) e->data;
-        part[n++].len = e->len;
-
-        pos = e->end;
-    }
-
-    part[n].data = base + pos;
-    part[n++].len = ctx->body.len - pos;
-
-    rb = ngx_pcalloc(r->pool, sizeof(ngx_http_request_body_t));
-    if (rb == NULL) {
-        return NGX_ERROR;
-    }
-
-    ll = &rb->bufs;
-    len = 0;
-    b = NULL;
-
-    for (i = 0; i < n; i++) {
-        if (part[i].len == 0) {
-            continue;
-        }
-
-        b = ngx_calloc_buf(r->pool);
-        cl = ngx_alloc_chain_link(r->pool);
-        if (b == NULL || cl == NULL) {
-            return NGX_ERROR;
-        }
-
-        b->memory = 1;
-        b->start = part[i].data;
-        b->pos = part[i].data;
-        b->last = part[i].data + part[i].len;
-        b->end = b->last;
-
-        cl->buf = b;
-        *ll = cl;
-        ll = &cl->next;
-
-        len += part[i].len;
-    }
-
-    *ll = NULL;
-
-    if (b == NULL) {
-        return NGX_ERROR;
-    }
-
-    b->last_buf = 1;
-    rb->rest = 0;
-
-    sr->request_body = rb;
-    sr->headers_in.content_length_n = len;
-
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "omniroute: attempt body %uz bytes in %ui parts%s", len,
-                   n, a->usage_asked ? ", stream usage asked" : "");
-
-    return NGX_OK;
-}
-
-
 /* post-subrequest handler: the attempt is over; the parent decides next */
 
 static ngx_int_t
@@ -965,9 +662,8 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
         /* R-PACE-2: not a fall-over: it waits for the pause, in order */
         ctx->current = NULL;
         ngx_omniroute_plan_restart(ctx);
-        ctx->wait.handler = ngx_omniroute_queue_retry;
 
-        rc = ngx_omniroute_queue_enter(r, ctx);
+        rc = ngx_omniroute_queue_enter(r, ctx, ngx_omniroute_queue_retry);
 
         if (rc == NGX_ABORT) {
             rc = ngx_omniroute_early_fail(r, ctx, a);
@@ -1166,7 +862,7 @@ ngx_omniroute_retry_later(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
          */
 
         cand = ((ngx_omniroute_candidate_t **)
-                   ctx->candidates.elts)[ctx->next];
+                   ctx->candidates.elts)[ctx->plan.next];
 
         for (i = 0; i < ctx->attempts.nelts; i++) {
             if (at[i].cand->route == cand->route) {
@@ -1192,9 +888,12 @@ ngx_omniroute_retry_later(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     ctx->current = NULL;
-    ctx->wait.handler = ngx_omniroute_cooldown_retry;
 
-    (void) ngx_omniroute_cooldown_wait(r, ctx, ms);
+    if (ngx_omniroute_cooldown_wait(r, ctx, ngx_omniroute_cooldown_retry, ms)
+        != NGX_OK)
+    {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+    }
 
     return NGX_DONE;
 }
@@ -1331,7 +1030,8 @@ ngx_omniroute_lane(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_int_t  rc;
     or_msec_t  ms;
 
-    rc = ngx_omniroute_lane_outcome(r, ctx, a, &ms);
+    rc = ngx_omniroute_lane_outcome(r, ctx, a, &ms,
+                                    ngx_omniroute_lane_resume);
 
     switch (rc) {
 
@@ -1341,10 +1041,12 @@ ngx_omniroute_lane(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     case NGX_AGAIN:
         ctx->current = NULL;
-        ctx->wait.handler = ngx_omniroute_lane_retry;
-        r->read_event_handler = ngx_http_test_reading;
 
-        ngx_add_timer(&ctx->wait, (ngx_msec_t) ngx_max(ms, 1));
+        if (ngx_omniroute_wait_timer(r, ctx, ngx_omniroute_lane_retry, ms)
+            != NGX_OK)
+        {
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        }
 
         return NGX_DONE;
 
@@ -1383,7 +1085,8 @@ ngx_omniroute_lane_retry(ngx_event_t *ev)
 
 
 /*
- * On with the attempts after the lane's decision: ctx->again first; when
+ * On with the attempts after the lane's decision: ngx_omniroute_lane_next()
+ * first; when
  * it cannot be tried (excluded, busy), the other candidates, else the
  * answer the attempts have.  replay: the held attempt (ctx->current) is
  * looked at again, after a session-limit reset that did not reset.

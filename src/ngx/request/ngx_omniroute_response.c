@@ -17,7 +17,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 
 
 static ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,

@@ -22,7 +22,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 #include "or_sse.h"
 #include "or_stream.h"
 #include "or_classify.h"
@@ -90,16 +90,19 @@ ngx_omniroute_stream_filters(ngx_http_output_header_filter_pt header,
 ngx_int_t
 ngx_omniroute_stream_init(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
-    ngx_pool_cleanup_t  *cln;
+    ngx_pool_cleanup_t          *cln;
+    ngx_omniroute_stream_req_t  *st;
 
-    ctx->start = ngx_omniroute_now();
-    ctx->client_format = or_sse_format_of_path((const char *) r->uri.data,
-                                               r->uri.len);
-    ctx->client_stream = (ctx->scan.stream.type == OR_JSON_TRUE);
+    st = &ctx->stream;
 
-    ctx->stream_timer.handler = ngx_omniroute_stream_tick;
-    ctx->stream_timer.data = r;
-    ctx->stream_timer.log = r->connection->log;
+    st->start = ngx_omniroute_now();
+    st->client_format = or_sse_format_of_path((const char *) r->uri.data,
+                                              r->uri.len);
+    st->client_stream = (ctx->scan.stream.type == OR_JSON_TRUE);
+
+    st->timer.handler = ngx_omniroute_stream_tick;
+    st->timer.data = r;
+    st->timer.log = r->connection->log;
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
@@ -107,7 +110,7 @@ ngx_omniroute_stream_init(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     cln->handler = ngx_omniroute_stream_cleanup;
-    cln->data = ctx;
+    cln->data = st;
 
     return NGX_OK;
 }
@@ -116,10 +119,10 @@ ngx_omniroute_stream_init(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 static void
 ngx_omniroute_stream_cleanup(void *data)
 {
-    ngx_omniroute_ctx_t *ctx = data;
+    ngx_omniroute_stream_req_t *st = data;
 
-    if (ctx->stream_timer.timer_set) {
-        ngx_del_timer(&ctx->stream_timer);
+    if (st->timer.timer_set) {
+        ngx_del_timer(&st->timer);
     }
 }
 
@@ -133,21 +136,21 @@ ngx_omniroute_stream_attempt(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_main_conf_t        *omcf;
     ngx_omniroute_global_settings_t   g;
 
-    if (!ctx->globals) {
+    if (!ctx->stream.globals) {
         omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
         ngx_omniroute_settings_global(omcf, &g);
 
-        ctx->watchdog = (g.stream_throughput_watchdog > 0);
-        ctx->globals = 1;
+        ctx->stream.watchdog = (g.stream_throughput_watchdog > 0);
+        ctx->stream.globals = 1;
     }
 
-    ctx->stream_conf = a->cand->settings->stream;
+    ctx->stream.conf = a->cand->settings->stream;
 
-    if (ctx->watchdog) {
-        ctx->stream_conf.watchdog = 1;
+    if (ctx->stream.watchdog) {
+        ctx->stream.conf.watchdog = 1;
     }
 
-    or_watch_start(&ctx->watch, &ctx->stream_conf, a->start);
+    or_watch_start(&ctx->stream.watch, &ctx->stream.conf, a->start);
 
     a->upstream_rc = NGX_OK;
 
@@ -166,14 +169,14 @@ ngx_omniroute_stream_header(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 {
     a->stream = 1;
 
-    if (ctx->sse == NULL) {
-        ctx->sse = ngx_palloc(ctx->request->pool, sizeof(or_sse_t));
-        if (ctx->sse == NULL) {
+    if (ctx->stream.sse == NULL) {
+        ctx->stream.sse = ngx_palloc(ctx->request->pool, sizeof(or_sse_t));
+        if (ctx->stream.sse == NULL) {
             return NGX_ERROR;
         }
     }
 
-    or_sse_init(ctx->sse);
+    or_sse_init(ctx->stream.sse);
 
     if (a->body == NULL) {
         a->body = ngx_create_temp_buf(sr->pool, ctx->lcf->error_body_max);
@@ -187,7 +190,7 @@ ngx_omniroute_stream_header(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     /* every data buffer is scanned */
     sr->filter_need_in_memory = 1;
 
-    or_watch_header(&ctx->watch, ngx_omniroute_now());
+    or_watch_header(&ctx->stream.watch, ngx_omniroute_now());
 
     ngx_omniroute_upstream_watch(sr, a);
 
@@ -276,8 +279,8 @@ ngx_omniroute_commit(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_stats_commit(mr, sr, a);
     ngx_omniroute_affinity_record(mr, ctx, a);
 
-    if (ctx->watch.content_at == 0) {
-        ctx->watch.content_at = ngx_omniroute_now();
+    if (ctx->stream.watch.content_at == 0) {
+        ctx->stream.watch.content_at = ngx_omniroute_now();
     }
 
     if (!ctx->early) {
@@ -337,7 +340,7 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
         if (a->state == NGX_OMNIROUTE_ATTEMPT_COMMITTED
             && ngx_buf_in_memory_only(b) && b->last > b->pos
             && a->body->last == a->body->pos
-            && or_sse_pending(ctx->sse) == 0)
+            && or_sse_pending(ctx->stream.sse) == 0)
         {
             /* at an event boundary, nothing held: the buffer itself */
 
@@ -426,7 +429,7 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     clean = last && (!a->rc_seen || a->upstream_rc == NGX_OK);
 
-    if (clean && or_sse_end(ctx->sse, &ev)) {
+    if (clean && or_sse_end(ctx->stream.sse, &ev)) {
         /* the last event of a stream that ends without its blank line */
 
         rc = ngx_omniroute_stream_event(sr, ctx, a, &ev,
@@ -511,7 +514,7 @@ ngx_omniroute_stream_bytes(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     h = a->body;
 
     while (p < last) {
-        n = or_sse_feed(ctx->sse, (const char *) p, last - p, &ev);
+        n = or_sse_feed(ctx->stream.sse, (const char *) p, last - p, &ev);
 
         room = h->end - h->last;
 
@@ -612,7 +615,7 @@ ngx_omniroute_stream_pass(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     q = p;
 
     while (p < b->last) {
-        n = or_sse_feed(ctx->sse, (const char *) p, b->last - p, &ev);
+        n = or_sse_feed(ctx->stream.sse, (const char *) p, b->last - p, &ev);
         p += n;
 
         if (ev.kind == OR_SSE_EV_NONE) {
@@ -681,7 +684,7 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     now = ngx_omniroute_now();
 
-    or_watch_event(&ctx->watch, ev, now);
+    or_watch_event(&ctx->stream.watch, ev, now);
 
     if (ev->data_len && ev->usage) {
         /* the token usage a stream reports (metrics) */
@@ -836,7 +839,7 @@ ngx_omniroute_stream_emit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         return NGX_OK;
     }
 
-    cl = ngx_chain_get_free_buf(r->main->pool, &ctx->free);
+    cl = ngx_chain_get_free_buf(r->main->pool, &ctx->stream.free);
     if (cl == NULL) {
         return NGX_ERROR;
     }
@@ -910,7 +913,8 @@ ngx_omniroute_stream_send(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     rc = ngx_omniroute_next_body(r, out);
 
-    ngx_chain_update_chains(r->main->pool, &ctx->free, &ctx->busy, &out,
+    ngx_chain_update_chains(r->main->pool, &ctx->stream.free,
+                            &ctx->stream.busy, &out,
                             (ngx_buf_tag_t) &ngx_http_omniroute_module);
 
     return rc;
@@ -925,13 +929,14 @@ ngx_omniroute_stream_send(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 static void
 ngx_omniroute_stream_tick(ngx_event_t *ev)
 {
-    or_msec_t                 now, next;
-    or_watch_e                verdict;
-    ngx_chain_t              *out, **ll;
-    ngx_connection_t         *c;
-    ngx_http_request_t       *r;
-    ngx_omniroute_ctx_t      *ctx;
-    ngx_omniroute_attempt_t  *a;
+    or_msec_t                    now, next;
+    or_watch_e                   verdict;
+    ngx_chain_t                 *out, **ll;
+    ngx_connection_t            *c;
+    ngx_http_request_t          *r;
+    ngx_omniroute_ctx_t         *ctx;
+    ngx_omniroute_attempt_t     *a;
+    ngx_omniroute_stream_req_t  *st;
 
     r = ev->data;
     c = r->connection;
@@ -943,6 +948,7 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
         return;
     }
 
+    st = &ctx->stream;
     now = ngx_omniroute_now();
 
     if (a->stop) {
@@ -959,7 +965,7 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
         || a->state == NGX_OMNIROUTE_ATTEMPT_PROBING
         || (a->state == NGX_OMNIROUTE_ATTEMPT_COMMITTED && a->stream))
     {
-        verdict = or_watch_check(&ctx->stream_conf, &ctx->watch, now,
+        verdict = or_watch_check(&st->conf, &st->watch, now,
                                  !ngx_omniroute_may_continue(ctx), &next);
 
         if (verdict != OR_WATCH_OK) {
@@ -972,7 +978,7 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
 
     if (a->state == NGX_OMNIROUTE_ATTEMPT_PROBING
         && ctx->lcf->stream_probe_timeout
-        && now >= ctx->watch.header_at
+        && now >= st->watch.header_at
                   + (or_msec_t) ctx->lcf->stream_probe_timeout)
     {
         /* held as long as allowed: committed as it is */
@@ -1002,13 +1008,13 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
     }
 
     if (a->state != NGX_OMNIROUTE_ATTEMPT_COMMITTED
-        && ctx->client_stream
+        && st->client_stream
         && ctx->lcf->stream_keepalive
         && c->data == a->sr)
     {
         if ((!ctx->early && a->state == NGX_OMNIROUTE_ATTEMPT_PROBING
-             && now >= ctx->start + (or_msec_t) ctx->lcf->stream_keepalive)
-            || (ctx->early && now >= ctx->keepalive_at))
+             && now >= st->start + (or_msec_t) ctx->lcf->stream_keepalive)
+            || (ctx->early && now >= st->keepalive_at))
         {
             if (ngx_omniroute_stream_keepalive(ctx, a) == NGX_ERROR) {
                 ngx_http_finalize_request(r, NGX_ERROR);
@@ -1029,10 +1035,12 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
 static void
 ngx_omniroute_stream_arm(ngx_omniroute_ctx_t *ctx)
 {
-    or_msec_t                 now, next, at;
-    ngx_omniroute_attempt_t  *a;
+    or_msec_t                    now, next, at;
+    ngx_omniroute_attempt_t     *a;
+    ngx_omniroute_stream_req_t  *st;
 
     a = ctx->current;
+    st = &ctx->stream;
 
     if (a == NULL || a->done || a->stop) {
         return;
@@ -1044,7 +1052,7 @@ ngx_omniroute_stream_arm(ngx_omniroute_ctx_t *ctx)
     if (a->state != NGX_OMNIROUTE_ATTEMPT_HELD
         && (a->state != NGX_OMNIROUTE_ATTEMPT_COMMITTED || a->stream))
     {
-        if (or_watch_check(&ctx->stream_conf, &ctx->watch, now,
+        if (or_watch_check(&st->conf, &st->watch, now,
                            !ngx_omniroute_may_continue(ctx), &at)
             != OR_WATCH_OK)
         {
@@ -1057,7 +1065,8 @@ ngx_omniroute_stream_arm(ngx_omniroute_ctx_t *ctx)
     if (a->state == NGX_OMNIROUTE_ATTEMPT_PROBING
         && ctx->lcf->stream_probe_timeout)
     {
-        at = ctx->watch.header_at + (or_msec_t) ctx->lcf->stream_probe_timeout;
+        at = st->watch.header_at
+             + (or_msec_t) ctx->lcf->stream_probe_timeout;
 
         if (next == OR_MSEC_NONE || at < next) {
             next = at;
@@ -1065,11 +1074,11 @@ ngx_omniroute_stream_arm(ngx_omniroute_ctx_t *ctx)
     }
 
     if (a->state != NGX_OMNIROUTE_ATTEMPT_COMMITTED
-        && ctx->client_stream && ctx->lcf->stream_keepalive
+        && st->client_stream && ctx->lcf->stream_keepalive
         && (ctx->early || a->state == NGX_OMNIROUTE_ATTEMPT_PROBING))
     {
-        at = ctx->early ? ctx->keepalive_at
-                        : ctx->start + (or_msec_t) ctx->lcf->stream_keepalive;
+        at = ctx->early ? st->keepalive_at
+                        : st->start + (or_msec_t) ctx->lcf->stream_keepalive;
 
         if (next == OR_MSEC_NONE || at < next) {
             next = at;
@@ -1077,14 +1086,14 @@ ngx_omniroute_stream_arm(ngx_omniroute_ctx_t *ctx)
     }
 
     if (next == OR_MSEC_NONE) {
-        if (ctx->stream_timer.timer_set) {
-            ngx_del_timer(&ctx->stream_timer);
+        if (st->timer.timer_set) {
+            ngx_del_timer(&st->timer);
         }
 
         return;
     }
 
-    ngx_add_timer(&ctx->stream_timer,
+    ngx_add_timer(&st->timer,
                   (ngx_msec_t) (next > now ? next - now : 1));
 }
 
@@ -1143,7 +1152,7 @@ ngx_omniroute_stream_stop(ngx_omniroute_ctx_t *ctx,
 
     /* buffered: stopped from the timer, out of the filter */
     a->stop = 1;
-    ngx_add_timer(&ctx->stream_timer, 1);
+    ngx_add_timer(&ctx->stream.timer, 1);
 }
 
 
@@ -1207,7 +1216,7 @@ ngx_omniroute_stream_keepalive(ngx_omniroute_ctx_t *ctx,
         return NGX_ERROR;
     }
 
-    ctx->keepalive_at = ngx_omniroute_now()
+    ctx->stream.keepalive_at = ngx_omniroute_now()
                         + (or_msec_t) ctx->lcf->stream_keepalive_interval;
 
     ngx_log_debug0(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
@@ -1278,8 +1287,8 @@ void
 ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a, ngx_int_t rc)
 {
-    if (ctx->stream_timer.timer_set) {
-        ngx_del_timer(&ctx->stream_timer);
+    if (ctx->stream.timer.timer_set) {
+        ngx_del_timer(&ctx->stream.timer);
     }
 
     if (a->stall) {
@@ -1327,12 +1336,12 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         return ngx_http_send_special(r, NGX_HTTP_LAST);
     }
 
-    fmt = ctx->sse ? ctx->sse->format : OR_SSE_FMT_UNKNOWN;
+    fmt = ctx->stream.sse ? ctx->stream.sse->format : OR_SSE_FMT_UNKNOWN;
 
     complete = !a->stall
                && (!a->rc_seen || a->upstream_rc == NGX_OK)
                && (a->terminal || fmt == OR_SSE_FMT_UNKNOWN
-                   || (fmt == OR_SSE_FMT_CHAT && ctx->sse->finished));
+                   || (fmt == OR_SSE_FMT_CHAT && ctx->stream.sse->finished));
 
     if (a->error_event && !a->stall) {
         /*
@@ -1495,8 +1504,8 @@ ngx_omniroute_stream_event_out(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     }
 
     n = or_sse_error_event((char *) p, OR_SSE_ERROR_EVENT_MAX,
-                           ctx->client_format, (int) status, code, message,
-                           len, (int) retry);
+                           ctx->stream.client_format, (int) status, code,
+                           message, len, (int) retry);
 
     b->last = p + n;
     b->last_buf = 1;

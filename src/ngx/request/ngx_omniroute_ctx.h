@@ -2,14 +2,16 @@
 /*
  * Copyright (C) ngx_omniroute authors
  *
- * The gateway module's request path: the request context, its candidates
- * and attempts, and the functions of request/ that pass them on.  Only
- * files of src/ngx/request include this header.
+ * The request path's shared types and prototypes: the request context
+ * (the part every file of src/ngx/request shares; a feature's own state is
+ * a struct its file declares), its candidates and attempts, and the
+ * functions the files call in one another.  The header of every file of
+ * src/ngx/request (and of the module's init), not of request.c alone.
  */
 
 
-#ifndef _NGX_OMNIROUTE_REQUEST_H_INCLUDED_
-#define _NGX_OMNIROUTE_REQUEST_H_INCLUDED_
+#ifndef _NGX_OMNIROUTE_CTX_H_INCLUDED_
+#define _NGX_OMNIROUTE_CTX_H_INCLUDED_
 
 
 #include <ngx_config.h>
@@ -28,7 +30,7 @@
 
 
 /*
- * The client key of a request and the lease it presents (auth.c,
+ * The client key of a request and the lease it presents (client_keys.c,
  * lease.c); ctx->auth is NULL when no client key applies.
  */
 typedef struct {
@@ -70,6 +72,78 @@ typedef struct {
     unsigned                      emergency:1;  /* the emergency target
                                                    (R-EMERG-1) */
 } ngx_omniroute_candidate_t;
+
+
+/*
+ * What planning keeps between its steps (plan.c, and plan_memo.c; in the
+ * ctx itself: every request plans)
+ */
+typedef struct {
+    ngx_omniroute_provider_state_t
+                                 *providers;    /* read so far */
+    ngx_uint_t                    scanned;      /* routes planning checked */
+    ngx_uint_t                    lazy;         /* routes checked as needed
+                                                   (priority order) */
+    ngx_uint_t                    excluded;     /* after planning */
+    ngx_uint_t                    next;         /* next candidate to try */
+    ngx_uint_t                    saw_full;     /* a candidate was at its
+                                                   max_concurrent (request.c
+                                                   sets it) */
+    unsigned                      capped:1;     /* a route has a cap */
+    unsigned                      emergency:1;  /* the emergency target
+                                                   was planned (R-EMERG-1) */
+} ngx_omniroute_plan_req_t;
+
+
+/*
+ * The parts of the ctx that only one file uses, but every request: in
+ * the ctx itself (no allocation more), for that file alone.
+ */
+
+/* body.c: the edits of every attempt's body, made once it is scanned */
+typedef struct {
+    or_splice_t                   splice;       /* edits of every attempt's
+                                                   body (background) */
+    or_splice_usage_e             usage;        /* what a Chat stream asks
+                                                   for (ADDED: not usage) */
+    ngx_str_t                     sent_model;   /* of quoted_model */
+    ngx_str_t                     quoted_model; /* as a JSON string */
+} ngx_omniroute_edits_req_t;
+
+
+/*
+ * stream.c: the watch, keep-alives, the client's format, our output
+ * buffers (from ngx_omniroute_stream_init())
+ */
+typedef struct {
+    or_sse_t                     *sse;          /* current attempt's */
+    ngx_chain_t                  *free;         /* our output buffers */
+    ngx_chain_t                  *busy;
+    or_watch_t                    watch;        /* current attempt's */
+    or_stream_conf_t              conf;         /* in force for it */
+    ngx_event_t                   timer;
+    or_msec_t                     start;        /* the request's */
+    or_msec_t                     keepalive_at; /* next keep-alive due */
+    or_sse_format_e               client_format;
+    unsigned                      client_stream:1;  /* "stream": true */
+    unsigned                      watchdog:1;   /* the global switch */
+    unsigned                      globals:1;    /* read */
+} ngx_omniroute_stream_req_t;
+
+
+/*
+ * plan_memo.c: what a request's checks write into its model's memo (most
+ * requests planned in priority order write it)
+ */
+typedef struct {
+    ngx_uint_t                    building;     /* the checks write the
+                                                   model's memo */
+    ngx_uint_t                    n;            /* routes written */
+    ngx_atomic_uint_t             conn_gen;     /* the tables' at */
+    ngx_atomic_uint_t             breaker_gen;  /* the first check */
+    ngx_atomic_uint_t             settings_gen;
+    or_msec_t                     until;        /* first cooldown end */
+} ngx_omniroute_memo_req_t;
 
 
 /* a route left out by planning or dispatch, for the 503 diagnostics */
@@ -163,115 +237,75 @@ typedef struct {
 
 
 typedef struct ngx_omniroute_stats_req_s  ngx_omniroute_stats_req_t;
+typedef struct ngx_omniroute_lane_req_s  ngx_omniroute_lane_req_t;
+typedef struct ngx_omniroute_wait_req_s  ngx_omniroute_wait_req_t;
+typedef struct ngx_omniroute_pin_req_s  ngx_omniroute_pin_req_t;
 typedef struct ngx_omniroute_ctx_s  ngx_omniroute_ctx_t;
 
 typedef void (*ngx_omniroute_resume_pt)(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_uint_t replay);
 
 
+/*
+ * The request's context: first what several files share, then each
+ * file's own: a struct that file declares, behind a pointer made when the
+ * request first needs it; what every request uses (its body's edits, its
+ * stream state, the memo it writes) is a struct in the ctx itself, no
+ * allocation more; or a field of request.c's.
+ */
 struct ngx_omniroute_ctx_s {
     ngx_http_request_t           *request;      /* the client's */
     ngx_omniroute_loc_conf_t     *lcf;
+    ngx_omniroute_auth_t         *auth;         /* client key (client_keys.c,
+                                                   lease.c) */
     ngx_str_t                     body;         /* client body, contiguous */
     ngx_str_t                     model;        /* model the client named */
     or_json_scan_t                scan;         /* where its values are */
-    ngx_str_t                     sent_model;   /* of quoted_model */
-    ngx_str_t                     quoted_model; /* as a JSON string */
-    or_splice_t                   splice;       /* edits of every attempt's
-                                                   body (background) */
-    or_splice_usage_e             usage;        /* what a Chat stream asks
-                                                   for (ADDED: not usage) */
     ngx_omniroute_model_t        *entry;        /* alias or combo, or NULL */
     ngx_omniroute_route_t        *routes;       /* in the order tried */
     ngx_uint_t                    nroutes;
-    ngx_uint_t                    scanned;      /* routes planning checked */
-    ngx_uint_t                    lazy;         /* routes checked as needed
-                                                   (priority order) */
-    ngx_uint_t                    memo_building;    /* the checks write the
-                                                       model's memo */
-    ngx_uint_t                    memo_n;       /* routes written */
-    ngx_atomic_uint_t             memo_conn_gen;    /* the tables' at */
-    ngx_atomic_uint_t             memo_breaker_gen; /* the first check */
-    ngx_atomic_uint_t             memo_settings_gen;
-    or_msec_t                     memo_until;   /* first cooldown end */
+    ngx_omniroute_global_settings_t
+                                  global;       /* read once per request */
+    or_msec_t                     deadline;     /* request budget; 0: none */
+    ngx_omniroute_plan_req_t      plan;         /* planning's (plan.c) */
     ngx_array_t                   candidates;   /* ngx_omniroute_candidate_t:
                                                    eligible, in order */
     ngx_array_t                   excluded;     /* ngx_omniroute_excluded_t */
-    ngx_uint_t                    next;         /* next candidate to try */
     ngx_array_t                   attempts;     /* ngx_omniroute_attempt_t */
     ngx_omniroute_attempt_t      *current;
     ngx_omniroute_attempt_t      *last_held;    /* latest held error */
     ngx_str_t                     upstream_url; /* of the current attempt */
-    ngx_http_post_subrequest_t    ps;
-    ngx_buf_t                    *error_page;   /* JSON for an nginx page */
-    ngx_omniroute_provider_state_t
-                                 *providers;    /* read so far */
-    ngx_str_t                     pin_key;      /* model|session hash, or
-                                                   model#prefix hash */
-    ngx_msec_t                    pin_ttl;
-    ngx_event_t                   wait;         /* queued for a slot, or
-                                                   waiting out a cooldown */
-    or_msec_t                     wait_until;
-    ngx_uint_t                    queued;       /* counted in sh->queued */
-    ngx_uint_t                    plan_excluded;    /* after planning */
-    ngx_uint_t                    saw_full;     /* a candidate was at its
-                                                   max_concurrent */
-    ngx_omniroute_global_settings_t
-                                  global;       /* read once per request */
-    or_msec_t                     deadline;     /* request budget; 0: none */
-    or_msec_t                     wait_start;   /* of a cooldown wait */
-    or_msec_t                     waited;       /* in cooldown waits */
     ngx_event_t                   exec;         /* the attempt's time limit */
-    ngx_uint_t                    exec_cut;     /* NGX_OMNIROUTE_CUT_* when
-                                                   it fires */
-    ngx_str_t                     queue_key;    /* FIFO of this model */
-    uint64_t                      queue_epoch;  /* 0: no ticket */
-    uint64_t                      queue_ticket;
-    unsigned                      capped:1;     /* a route has a cap */
-    unsigned                      fail_open:1;  /* dispatch past the caps */
-    unsigned                      waiting:1;    /* out a cooldown */
-    unsigned                      emergency:1;  /* the emergency target
-                                                   was planned (R-EMERG-1) */
-    unsigned                      emergency_used:1; /* ... and got an
-                                                       attempt: counted */
-    unsigned                      background:1; /* "background": true
-                                                   removed (Responses) */
     const char                   *error_code;   /* client error to answer */
     const char                   *error_message;
-    ngx_omniroute_stats_req_t    *stats;        /* stats.c */
-
-    /* streams: the watch, keep-alives, the client's format */
-    or_sse_t                     *sse;          /* current attempt's */
-    ngx_chain_t                  *free;         /* our output buffers */
-    ngx_chain_t                  *busy;
-    or_watch_t                    watch;        /* current attempt's */
-    or_stream_conf_t              stream_conf;  /* in force for it */
-    ngx_event_t                   stream_timer;
-    or_msec_t                     start;        /* the request's */
-    or_msec_t                     keepalive_at; /* next keep-alive due */
-    or_sse_format_e               client_format;
-    unsigned                      client_stream:1;  /* "stream": true */
+    ngx_buf_t                    *error_page;   /* JSON for an nginx page */
     unsigned                      early:1;      /* the client's 200 header
                                                    went out before any
-                                                   content */
-    unsigned                      watchdog:1;   /* the global switch */
-    unsigned                      globals:1;    /* read */
-    ngx_omniroute_auth_t         *auth;         /* client key (auth.c) */
+                                                   content (stream.c) */
+    unsigned                      fail_open:1;  /* dispatch past the caps */
+    unsigned                      background:1; /* "background": true
+                                                   removed (Responses) */
 
-    /* the usage-limit wall (lane.c, R-LANE) */
-    ngx_omniroute_candidate_t    *again;        /* the next attempt's */
-    ngx_uint_t                    lane_retries; /* attempts the lane made */
-    or_msec_t                     lane_wait_start;  /* first slot_busy */
-    ngx_omniroute_candidate_t    *lane_cand;    /* of the reset */
-    ngx_omniroute_attempt_t      *lane_held;    /* the wall's attempt */
-    ngx_http_request_t           *lane_sr;      /* probe or claim */
-    ngx_str_t                     lane_body;    /* its answer */
-    ngx_uint_t                    lane_status;
-    ngx_omniroute_resume_pt       lane_resume;  /* on with the attempts */
-    unsigned                      lane_full:1;  /* reset: no slow header */
-    unsigned                      lane_reset_tried:1;
-    unsigned                      lane_claim:1;
-    unsigned                      lane_done:1;
+    /* each file's own */
+    ngx_omniroute_edits_req_t     edits;        /* body.c's */
+    ngx_omniroute_memo_req_t      memo;         /* plan_memo.c's */
+    ngx_omniroute_pin_req_t      *pin;          /* affinity.c: a session's
+                                                   or conversation's */
+    ngx_omniroute_wait_req_t     *wait;         /* dispatch.c: queued for
+                                                   a slot, waiting out a
+                                                   cooldown */
+    ngx_omniroute_stream_req_t    stream;       /* stream.c's */
+    ngx_omniroute_lane_req_t     *lane;         /* lane.c: the usage-limit
+                                                   wall */
+    ngx_omniroute_stats_req_t    *stats;        /* stats.c */
+    ngx_http_post_subrequest_t    ps;           /* request.c: of every
+                                                   attempt */
+    ngx_uint_t                    exec_cut;     /* request.c:
+                                                   NGX_OMNIROUTE_CUT_* when
+                                                   exec fires */
+    unsigned                      emergency_used:1; /* request.c: the
+                                                       emergency target got
+                                                       an attempt: counted */
 };
 
 
@@ -281,14 +315,23 @@ struct ngx_omniroute_ctx_s {
  * by nginx and read what the others computed).
  */
 
-/* request.c: content handler, body, the attempt loop */
+/* request.c: the content handler of omniroute_pass, the attempt loop */
 void ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_int_t rc);
+
+/*
+ * body.c: the client's body scanned once (NGX_OK, else the client error
+ * of the scan), each attempt's body
+ */
+ngx_int_t ngx_omniroute_scan_body(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_attempt_body(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_http_request_t *sr,
+    ngx_omniroute_attempt_t *a);
 
 /* models.c: GET <location>/models, other methods than POST */
 ngx_int_t ngx_omniroute_models_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_models_handler(ngx_http_request_t *r);
-ngx_int_t ngx_omniroute_post_handler(ngx_http_request_t *r);
 
 /* stream.c: streamed responses: commit point, keep-alives, the watch,
  * in-band errors, the end of a stream */
@@ -311,19 +354,19 @@ ngx_int_t ngx_omniroute_stream_fail(ngx_http_request_t *r,
 void ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a, ngx_int_t rc);
 /*
- * auth.c: client keys (R-LEASE-1): the key (401), the location's keys
- * and the key's paths (403) and lease headers, before any body work;
+ * client_keys.c: client keys (R-LEASE-1): the key (401), the location's
+ * keys and the key's paths (403) and lease headers, before any body work;
  * the key's models once the body is scanned; its connections (and a
  * lease's) filter the routes.  NGX_DECLINED: go on.
  */
-ngx_int_t ngx_omniroute_auth_start(ngx_http_request_t *r);
-ngx_int_t ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx);
-ngx_int_t ngx_omniroute_auth_model(ngx_http_request_t *r,
+ngx_int_t ngx_omniroute_client_key_check(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
-ngx_int_t ngx_omniroute_auth_routes(ngx_http_request_t *r,
+ngx_int_t ngx_omniroute_client_key_model(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
-ngx_int_t ngx_omniroute_auth_add_variables(ngx_conf_t *cf);
-ngx_int_t ngx_omniroute_auth_init(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_client_key_routes(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_client_key_add_variables(ngx_conf_t *cf);
+ngx_int_t ngx_omniroute_client_key_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_auth_reject(ngx_http_request_t *r,
     ngx_uint_t status, const char *code, const char *message);
 
@@ -377,7 +420,8 @@ void ngx_omniroute_affinity_record(ngx_http_request_t *r,
 
 /*
  * dispatch.c: admission, concurrency slots, the FIFO wait queue, the
- * cooldown-aware wait
+ * cooldown-aware wait, the lane's slot_busy wait (each wait's timer runs
+ * the caller's handler)
  */
 ngx_int_t ngx_omniroute_admit(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand,
@@ -393,7 +437,7 @@ ngx_int_t ngx_omniroute_waits_init(ngx_http_request_t *r,
 ngx_uint_t ngx_omniroute_queue_ahead(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_queue_enter(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
+    ngx_omniroute_ctx_t *ctx, ngx_event_handler_pt handler);
 ngx_int_t ngx_omniroute_queue_poll(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_queue_wait(ngx_omniroute_ctx_t *ctx);
@@ -401,17 +445,24 @@ void ngx_omniroute_queue_leave(void *data);
 or_wait_e ngx_omniroute_cooldown_decide(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, or_msec_t *ms);
 ngx_int_t ngx_omniroute_cooldown_wait(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, or_msec_t ms);
+    ngx_omniroute_ctx_t *ctx, ngx_event_handler_pt handler, or_msec_t ms);
 void ngx_omniroute_cooldown_over(ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_wait_timer(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_event_handler_pt handler, or_msec_t ms);
 
 /*
  * lane.c: the usage-limit wall (R-LANE): the slow header, a failed
- * attempt's meaning for the lane, the session-limit reset
+ * attempt's meaning for the lane, the session-limit reset, the connection
+ * the lane tries again and the attempts it made
  */
 ngx_int_t ngx_omniroute_lane_headers(ngx_http_request_t *r,
     ngx_http_request_t *sr, ngx_omniroute_candidate_t *cand);
 ngx_int_t ngx_omniroute_lane_outcome(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, or_msec_t *ms);
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, or_msec_t *ms,
+    ngx_omniroute_resume_pt resume);
+ngx_omniroute_candidate_t *ngx_omniroute_lane_next(ngx_omniroute_ctx_t *ctx);
+void ngx_omniroute_lane_retried(ngx_omniroute_ctx_t *ctx);
+ngx_uint_t ngx_omniroute_lane_retries(ngx_omniroute_ctx_t *ctx);
 
 /* headers.c: an attempt's URL and request headers */
 ngx_int_t ngx_omniroute_attempt_url(ngx_http_request_t *r,
@@ -448,7 +499,7 @@ or_msec_t ngx_omniroute_pace_until(ngx_http_request_t *r,
 or_msec_t ngx_omniroute_pace_poll(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, or_msec_t ms);
 ngx_int_t ngx_omniroute_pace_timeout(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx);
+    ngx_omniroute_ctx_t *ctx, or_msec_t wait_until);
 void ngx_omniroute_pace_count(ngx_http_request_t *r, ngx_uint_t event);
 
 /* response.c: all that the client gets */
@@ -505,4 +556,4 @@ ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_add_variables(ngx_conf_t *cf);
 
 
-#endif /* _NGX_OMNIROUTE_REQUEST_H_INCLUDED_ */
+#endif /* _NGX_OMNIROUTE_CTX_H_INCLUDED_ */

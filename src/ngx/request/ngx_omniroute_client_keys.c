@@ -21,50 +21,31 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_omniroute_request.h"
+#include "ngx_omniroute_ctx.h"
 
 
 static ngx_table_elt_t *ngx_omniroute_auth_header(ngx_http_request_t *r,
     const char *lowcase, size_t len);
-static ngx_int_t ngx_omniroute_auth_variable(ngx_http_request_t *r,
+static ngx_int_t ngx_omniroute_client_key_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
-static ngx_int_t ngx_omniroute_auth_log(ngx_http_request_t *r);
-static void ngx_omniroute_auth_count(ngx_omniroute_main_conf_t *omcf,
+static ngx_int_t ngx_omniroute_client_key_log(ngx_http_request_t *r);
+static void ngx_omniroute_client_key_count(ngx_omniroute_main_conf_t *omcf,
     ngx_uint_t reason);
 
 
-static ngx_http_variable_t  ngx_omniroute_auth_vars[] = {
+static ngx_http_variable_t  ngx_omniroute_client_key_vars[] = {
 
-    { ngx_string("omniroute_client_key"), NULL, ngx_omniroute_auth_variable,
-      0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("omniroute_client_key"), NULL,
+      ngx_omniroute_client_key_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
 
 
-/* the gateway's request context, made here, and its client key */
+/* the request's client key, its location and its paths */
 
 ngx_int_t
-ngx_omniroute_auth_start(ngx_http_request_t *r)
-{
-    ngx_omniroute_ctx_t  *ctx;
-
-    ctx = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_ctx_t));
-    if (ctx == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    ctx->request = r;
-    ctx->lcf = ngx_http_get_module_loc_conf(r, ngx_http_omniroute_module);
-
-    ngx_http_set_ctx(r, ctx, ngx_http_omniroute_module);
-
-    return ngx_omniroute_auth(r, ctx);
-}
-
-
-ngx_int_t
-ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+ngx_omniroute_client_key_check(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     u_char                      *msg, md[32];
     size_t                       len;
@@ -109,7 +90,7 @@ ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     if (token.len == 0) {
-        ngx_omniroute_auth_count(omcf, NGX_OMNIROUTE_AUTH_MISSING);
+        ngx_omniroute_client_key_count(omcf, NGX_OMNIROUTE_AUTH_MISSING);
 
         return ngx_omniroute_auth_reject(r, NGX_HTTP_UNAUTHORIZED,
                                          "invalid_api_key",
@@ -125,7 +106,7 @@ ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     if (key == NULL) {
-        ngx_omniroute_auth_count(omcf, NGX_OMNIROUTE_AUTH_INVALID);
+        ngx_omniroute_client_key_count(omcf, NGX_OMNIROUTE_AUTH_INVALID);
 
         /* the presented value is never logged */
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
@@ -183,7 +164,7 @@ ngx_omniroute_auth(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 /* the key's models: the name the client asked for (an alias or combo) */
 
 ngx_int_t
-ngx_omniroute_auth_model(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+ngx_omniroute_client_key_model(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     u_char                      *msg;
     ngx_omniroute_client_key_t  *key;
@@ -220,7 +201,7 @@ ngx_omniroute_auth_model(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
  */
 
 ngx_int_t
-ngx_omniroute_auth_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+ngx_omniroute_client_key_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     u_char                      *msg;
     ngx_uint_t                   i, n, ok;
@@ -338,11 +319,11 @@ ngx_omniroute_auth_header(ngx_http_request_t *r, const char *lowcase,
 
 
 ngx_int_t
-ngx_omniroute_auth_add_variables(ngx_conf_t *cf)
+ngx_omniroute_client_key_add_variables(ngx_conf_t *cf)
 {
     ngx_http_variable_t  *var, *v;
 
-    for (v = ngx_omniroute_auth_vars; v->name.len; v++) {
+    for (v = ngx_omniroute_client_key_vars; v->name.len; v++) {
         var = ngx_http_add_variable(cf, &v->name, v->flags);
         if (var == NULL) {
             return NGX_ERROR;
@@ -359,7 +340,7 @@ ngx_omniroute_auth_add_variables(ngx_conf_t *cf)
 /* $omniroute_client_key: the id of the request's key, never the key */
 
 static ngx_int_t
-ngx_omniroute_auth_variable(ngx_http_request_t *r,
+ngx_omniroute_client_key_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
     ngx_omniroute_ctx_t  *ctx;
@@ -384,7 +365,7 @@ ngx_omniroute_auth_variable(ngx_http_request_t *r,
 /* with client keys, a log phase handler counts each key's requests */
 
 ngx_int_t
-ngx_omniroute_auth_init(ngx_conf_t *cf)
+ngx_omniroute_client_key_init(ngx_conf_t *cf)
 {
     ngx_http_handler_pt        *h;
     ngx_http_core_main_conf_t  *cmcf;
@@ -403,14 +384,14 @@ ngx_omniroute_auth_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
-    *h = ngx_omniroute_auth_log;
+    *h = ngx_omniroute_client_key_log;
 
     return NGX_OK;
 }
 
 
 static ngx_int_t
-ngx_omniroute_auth_log(ngx_http_request_t *r)
+ngx_omniroute_client_key_log(ngx_http_request_t *r)
 {
     ngx_uint_t                  status, class;
     ngx_omniroute_ctx_t        *ctx;
@@ -451,7 +432,8 @@ ngx_omniroute_auth_log(ngx_http_request_t *r)
 
 
 static void
-ngx_omniroute_auth_count(ngx_omniroute_main_conf_t *omcf, ngx_uint_t reason)
+ngx_omniroute_client_key_count(ngx_omniroute_main_conf_t *omcf,
+    ngx_uint_t reason)
 {
     if (omcf->keys->sh) {
         (void) ngx_atomic_fetch_add(&omcf->keys->sh->auth[reason], 1);
