@@ -162,7 +162,7 @@ typedef struct {
 /*
  * The zone's first word: "OMNR", a version to bump whenever a shared
  * structure changes meaning, and the sizes of the shared header and node
- * (ngx_omniroute_store.c).
+ * (ngx_omniroute_store_zone.c).
  */
 #define NGX_OMNIROUTE_LAYOUT_MAGIC    0x4f4d4e52
 #define NGX_OMNIROUTE_LAYOUT_VERSION  4
