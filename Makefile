@@ -18,6 +18,8 @@
 #   make deb     build/deb/libnginx-mod-http-omniroute_*.deb (pkg/debian,
 #                debhelper and dh_nginx); make deb-test: installed with apt
 #                in a clean Debian 12 root, nginx -t and a fallback there
+#   make compat  build, unit tests and an integration subset in Debian 13
+#                and unstable roots (nginx 1.26, 1.30); docs/packaging.md
 
 SHELL      := /bin/bash
 TOP        := $(CURDIR)
@@ -59,7 +61,7 @@ PROVE_ARGS  ?=
 NPM_DIR    := $(BUILD)/npm
 
 .PHONY: all build test-build deps test-deps sdk-deps unit unit-bins test itest demo \
-        bench fuzz fuzz-plain clean deb deb-test
+        bench fuzz fuzz-plain clean deb deb-test compat
 
 all: build
 
@@ -221,6 +223,10 @@ deb:
 
 deb-test: deb
 	NO_DEB_BUILD=1 bash pkg/deb-test.sh
+
+compat:
+	@$(MAKE) -s install-pkgs PKGS="debootstrap"
+	bash pkg/compat.sh $(COMPAT_SUITES)
 
 clean:
 	rm -rf $(BUILD) t/tmp
