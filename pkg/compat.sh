@@ -6,7 +6,9 @@
 #
 #   1. a fresh copy of the tree in the root (/src/omniroute; the npm SDKs of
 #      the last run are kept when t/sdk is unchanged)
-#   2. make test-deps there (apt-get and npm; any failure fails the suite)
+#   2. apt-get update (--error-on=any: an unreachable mirror fails the suite
+#      even when the root has everything from the last run), then make
+#      test-deps there (apt-get and npm; any failure fails the suite)
 #   3. in a network namespace of its own (only loopback), as root, CI=true:
 #      make build test-build unit (-Werror against that release's nginx-dev),
 #      then prove of the unit tests and of COMPAT_TESTS
@@ -23,12 +25,16 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=(trixie sid)
 
-# the integration subset: requests, fallback, streams (with the real
-# SDKs), the admin API, the queue and the cluster tests with redis-server
+# the integration subset: configuration checks, fallback, TLS to the
+# provider, streams (with the real SDKs), client keys, the admin API,
+# metrics, the status page in Chromium, reloads, the queue and the cluster
+# tests with redis-server (some 2 minutes)
 COMPAT_TESTS=${COMPAT_TESTS:-"t/config.t t/fallback.t t/fallback_transport.t
-    t/stream.t t/stream_probe.t t/stream_cut.t t/stream_passthrough.t
-    t/stream_sdk.t t/api.t t/queue_fifo.t t/cluster_mirror.t
-    t/cluster_leases.t t/cluster_untrusted.t t/harness_deps.t"}
+    t/upstream_tls.t t/stream.t t/stream_probe.t t/stream_cut.t
+    t/stream_passthrough.t t/stream_sdk.t t/keys.t t/models.t t/api.t
+    t/metrics.t t/status.t t/store_reload.t t/queue_fifo.t
+    t/cluster_mirror.t t/cluster_leases.t t/cluster_untrusted.t
+    t/harness_deps.t"}
 
 passed=0 failed=0 summary=()
 finish() {
@@ -63,7 +69,7 @@ run_suite() {
     echo "compat $suite: make test-deps (log: build/roots/$suite.log)"
     : > "$log"
     if ! ROOT_ENV="CI=true" in_root "$root" bash -c \
-            'cd /src/omniroute && apt-get update -qq && apt-get install -y -qq make && make test-deps' \
+            'cd /src/omniroute && apt-get update -qq --error-on=any && apt-get install -y -qq make && make test-deps' \
             >> "$log" 2>&1; then
         tail -20 "$log" >&2
         echo "compat $suite: make test-deps failed in the root" >&2

@@ -42,7 +42,7 @@ root_mount "$root"
 cp "$deb" "$root/tmp/"
 
 echo "deb-test: apt-get install ./$(basename "$deb") in a clean $SUITE root"
-in_root "$root" apt-get update -qq \
+in_root "$root" apt-get update -qq --error-on=any \
     || { echo "deb-test: apt-get update failed in the root" >&2; exit 1; }
 in_root "$root" apt-get install -y -qq "/tmp/$(basename "$deb")" curl \
     > "$top/build/deb/deb-test-install.log" 2>&1 \
