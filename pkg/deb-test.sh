@@ -68,6 +68,15 @@ check "man page and examples" \
       -a -f $r/usr/share/doc/$pkg/examples/omniroute.conf \
       -a -f $r/usr/share/doc/$pkg/examples/demo.conf
 
+# the man page names every directive of docs/directives.md
+# (read once: grep -q on a pipe would SIGPIPE zcat, a failure under pipefail)
+missing="" man=$(zcat $r/usr/share/man/man5/ngx_omniroute.5.gz | sed 's/\\_/_/g')
+for d in $(sed -n 's/^### \(omniroute_[a-z_]*\)$/\1/p' "$top/docs/directives.md"); do
+    grep -q "$d" <<<"$man" || missing="$missing $d"
+done
+check "ngx_omniroute(5) names every directive${missing:+ (missing:$missing)}" \
+    test -z "$missing"
+
 # the shipped example, as its comment says to use it
 mkdir -p $r/etc/nginx/omniroute-keys
 echo sk-example-1 > $r/etc/nginx/omniroute-keys/openai-1
