@@ -15,6 +15,11 @@
 #                make bench BENCH=run CASES="tiny pool" DURATION=10
 #   make fuzz    libFuzzer targets under fuzz/ (ASan, UBSan), FUZZ_SECONDS
 #                each; make fuzz-plain: the same without sanitizers
+#   make deb     build/deb/libnginx-mod-http-omniroute_*.deb (pkg/debian,
+#                debhelper and dh_nginx); make deb-test: installed with apt
+#                in a clean Debian 12 root, nginx -t and a fallback there
+#   make compat  build, unit tests and an integration subset in Debian 13
+#                and unstable roots (nginx 1.26, 1.30); docs/packaging.md
 
 SHELL      := /bin/bash
 TOP        := $(CURDIR)
@@ -56,7 +61,7 @@ PROVE_ARGS  ?=
 NPM_DIR    := $(BUILD)/npm
 
 .PHONY: all build test-build deps test-deps sdk-deps unit unit-bins test itest demo \
-        bench fuzz fuzz-plain clean
+        bench fuzz fuzz-plain clean deb deb-test compat
 
 all: build
 
@@ -208,6 +213,20 @@ fuzz: test-deps $(FUZZ_BINS)
 
 fuzz-plain: test-deps $(FUZZ_PLAIN)
 	@$(call FUZZ_RUN,$(FUZZ_PLAIN))
+
+# the Debian package and the other releases' roots (pkg/, docs/packaging.md)
+PKG_PKGS   := debhelper dpkg-dev pandoc debootstrap
+
+deb:
+	@$(MAKE) -s install-pkgs PKGS="$(DEB_PKGS) $(PKG_PKGS)"
+	bash pkg/deb.sh
+
+deb-test: deb
+	NO_DEB_BUILD=1 bash pkg/deb-test.sh
+
+compat:
+	@$(MAKE) -s install-pkgs PKGS="debootstrap"
+	bash pkg/compat.sh $(COMPAT_SUITES)
 
 clean:
 	rm -rf $(BUILD) t/tmp
