@@ -69,7 +69,7 @@
 
 #define NGX_OMNIROUTE_LEASE_TICK      50       /* ms */
 #define NGX_OMNIROUTE_LEASE_VALUE_MAX 512
-#define NGX_OMNIROUTE_LEASE_ARGS      (12 + NGX_OMNIROUTE_LEASE_CONNS_MAX)
+#define NGX_OMNIROUTE_LEASE_ARGS      (14 + NGX_OMNIROUTE_LEASE_CONNS_MAX)
 
 #define NGX_OMNIROUTE_LEASE_DOWN      0
 #define NGX_OMNIROUTE_LEASE_CONNECTING 1
@@ -228,8 +228,19 @@ static ngx_omniroute_lease_remote_t  ngx_omniroute_redis_lease_remote = {
 
 /*
  * ARGV: 1 prefix, 2 channel, 3 action, 4 owner (hex), 5 key id,
- * 6 generation, 7 ttl, 8 retain, 9 eligibility ("101..."), 10.. the
- * connections.  Returns {status[, lease | retry ms]}.
+ * 6 generation, 7 ttl, 8 retain, 9 deadline, 10 longest ttl,
+ * 11 eligibility ("101..."), 12.. the connections.  Returns {status,
+ * lease | retry ms | "", the number of keys that could not be read}.
+ *
+ * The deadline is Redis's time (as the node knows it, never later than
+ * Redis's own) after which the node no longer waits for the answer:
+ * a script run later (Redis frozen, then resumed) changes nothing and
+ * answers LATE.  What the keys hold is untrusted: a lease line that does
+ * not read right (shape, a generation, an expiry past the longest ttl
+ * or a version ahead of TIME, both with the slack of
+ * OR_LEASE_CLOCK_SLACK) or a key of another type is no lease, and is
+ * overwritten by the next lease of its connection; a lease:seq that is
+ * not a number or is ahead of TIME is replaced.
  */
 
 static const char  ngx_omniroute_redis_lease_script[] =
@@ -237,17 +248,45 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "ARGV[5]\n"
     "local gen, ttl, retain = tonumber(ARGV[6]), tonumber(ARGV[7]), "
     "tonumber(ARGV[8])\n"
+    "local deadline, tmax = tonumber(ARGV[9]), tonumber(ARGV[10])\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "if now > deadline then return {'LATE', '', '0'} end\n"
+    "local slack, bad = 30000, 0\n"
+    "local function get(k)\n"
+    "  local v = redis.pcall('GET', k)\n"
+    "  if type(v) == 'table' then bad = bad + 1 return nil end\n"
+    "  return v\n"
+    "end\n"
+    "local function num(w)\n"
+    "  if not w or #w > 16 or not string.match(w, '^%d+$') then\n"
+    "    return nil\n"
+    "  end\n"
+    "  return tonumber(w)\n"
+    "end\n"
     "local function dec(v)\n"
     "  if not v then return nil end\n"
     "  local f = {}\n"
     "  for w in string.gmatch(v, '%S+') do f[#f + 1] = w end\n"
-    "  if #f ~= 10 or f[1] ~= '1' then return nil end\n"
-    "  return {owner = f[2], key = f[3], conn = f[4], gen = tonumber(f[5]),\n"
-    "          ver = tonumber(f[6]), acq = tonumber(f[7]),\n"
-    "          bound = tonumber(f[8]), exp = tonumber(f[9]),\n"
-    "          state = tonumber(f[10])}\n"
+    "  local l = nil\n"
+    "  if #f == 10 and f[1] == '1' and #f[2] == 64\n"
+    "     and string.match(f[2], '^[0-9a-f]+$') then\n"
+    "    l = {owner = f[2], key = f[3], conn = f[4], gen = num(f[5]),\n"
+    "         ver = num(f[6]), acq = num(f[7]), bound = num(f[8]),\n"
+    "         exp = num(f[9]), state = num(f[10])}\n"
+    "    if not (l.gen and l.ver and l.acq and l.bound and l.exp\n"
+    "            and l.state) or l.gen < 1\n"
+    "       or (l.state ~= 1 and l.state ~= 2)\n"
+    "       or l.exp > now + slack + tmax\n"
+    "       or l.ver > (now + slack) * 1000 then\n"
+    "      l = nil\n"
+    "    end\n"
+    "  end\n"
+    "  if not l then bad = bad + 1 end\n"
+    "  return l\n"
+    "end\n"
+    "local function out(st, v)\n"
+    "  return {st, v or '', tostring(bad)}\n"
     "end\n"
     "local function enc(l)\n"
     "  return table.concat({'1', l.owner, l.key, l.conn,\n"
@@ -256,8 +295,13 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "    string.format('%.0f', l.exp), tostring(l.state)}, ' ')\n"
     "end\n"
     "local function version()\n"
-    "  local last = tonumber(redis.call('GET', P .. 'lease:seq') or '0')\n"
-    "  local v = math.max(now * 1000, last + 1)\n"
+    "  local s = get(P .. 'lease:seq')\n"
+    "  local last = s and num(s)\n"
+    "  if s and (not last or last > (now + slack) * 1000) then\n"
+    "    bad = bad + 1\n"
+    "    last = nil\n"
+    "  end\n"
+    "  local v = math.max(now * 1000, (last or 0) + 1)\n"
     "  redis.call('SET', P .. 'lease:seq', string.format('%.0f', v), 'PX',"
     " 2592000000)\n"
     "  return v\n"
@@ -272,39 +316,39 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "end\n"
     "local function active(l) return l and l.state == 1 and l.exp > now end\n"
     "local function conn_of(c)\n"
-    "  return dec(redis.call('GET', P .. 'lease:conn:' .. c))\n"
+    "  return dec(get(P .. 'lease:conn:' .. c))\n"
     "end\n"
     "if act == 'revoke' then\n"
-    "  local c = conn_of(ARGV[10])\n"
-    "  if not active(c) then return {'NOT_FOUND'} end\n"
+    "  local c = conn_of(ARGV[12])\n"
+    "  if not active(c) then return out('NOT_FOUND') end\n"
     "  c.ver = version()\n"
     "  c.state = 2\n"
     "  redis.call('DEL', P .. 'lease:conn:' .. c.conn)\n"
-    "  local o = dec(redis.call('GET', P .. 'lease:owner:' .. c.owner))\n"
+    "  local o = dec(get(P .. 'lease:owner:' .. c.owner))\n"
     "  if o and o.conn == c.conn then\n"
     "    redis.call('DEL', P .. 'lease:owner:' .. c.owner)\n"
     "  end\n"
     "  local v = enc(c)\n"
     "  redis.call('PUBLISH', ch, v)\n"
-    "  return {'OK', v}\n"
+    "  return out('OK', v)\n"
     "end\n"
     "local prev = nil\n"
     "if act ~= 'acquire' then\n"
-    "  prev = dec(redis.call('GET', P .. 'lease:owner:' .. owner))\n"
+    "  prev = dec(get(P .. 'lease:owner:' .. owner))\n"
     "  if not prev or prev.state ~= 1 or prev.key ~= key then\n"
-    "    return {'NOT_FOUND'}\n"
+    "    return out('NOT_FOUND')\n"
     "  end\n"
-    "  if prev.gen ~= gen then return {'STALE'} end\n"
-    "  if act ~= 'rebind' and prev.exp <= now then return {'EXPIRED'} end\n"
+    "  if prev.gen ~= gen then return out('STALE') end\n"
+    "  if act ~= 'rebind' and prev.exp <= now then return out('EXPIRED') end\n"
     "end\n"
     "if act == 'renew' or act == 'release' then\n"
     "  local c = conn_of(prev.conn)\n"
     "  local ours = active(c) and c.owner == owner and c.gen == gen\n"
     "  if act == 'renew' then\n"
-    "    if not ours then return {'EXPIRED'} end\n"
+    "    if not ours then return out('EXPIRED') end\n"
     "    prev.ver = version()\n"
     "    prev.exp = now + ttl\n"
-    "    return {'OK', put(prev)}\n"
+    "    return out('OK', put(prev))\n"
     "  end\n"
     "  prev.ver = version()\n"
     "  prev.state = 2\n"
@@ -314,11 +358,11 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "  redis.call('DEL', P .. 'lease:owner:' .. owner)\n"
     "  local v = enc(prev)\n"
     "  redis.call('PUBLISH', ch, v)\n"
-    "  return {'OK', v}\n"
+    "  return out('OK', v)\n"
     "end\n"
     "local rebind = (act == 'rebind')\n"
     "local slots, earliest = {}, -1\n"
-    "for i = 10, #ARGV do\n"
+    "for i = 12, #ARGV do\n"
     "  local l = conn_of(ARGV[i])\n"
     "  local own = active(l) and rebind and l.owner == owner\n"
     "  if active(l) and not own\n"
@@ -327,7 +371,7 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "  end\n"
     "  slots[#slots + 1] = {conn = ARGV[i], own = own,\n"
     "    free = not active(l),\n"
-    "    eligible = string.sub(ARGV[9], i - 9, i - 9) == '1'}\n"
+    "    eligible = string.sub(ARGV[11], i - 11, i - 11) == '1'}\n"
     "end\n"
     "local pick = nil\n"
     "for pass = 0, 3 do\n"
@@ -339,7 +383,7 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "  if pick then break end\n"
     "end\n"
     "if not pick then\n"
-    "  return {'CAPACITY', string.format('%.0f', math.max(earliest, 0))}\n"
+    "  return out('CAPACITY', string.format('%.0f', math.max(earliest, 0)))\n"
     "end\n"
     "local l = {owner = owner, key = key, conn = pick.conn,\n"
     "  gen = (rebind and prev.gen or 0) + 1, ver = version(),\n"
@@ -351,7 +395,7 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "    redis.call('DEL', P .. 'lease:conn:' .. prev.conn)\n"
     "  end\n"
     "end\n"
-    "return {'OK', put(l)}\n";
+    "return out('OK', put(l))\n";
 
 
 static ngx_int_t
@@ -490,14 +534,17 @@ ngx_omniroute_redis_lease_run(ngx_omniroute_lease_op_t *op,
 {
     int                               argc;
     u_char                           *p, gen[NGX_INT64_LEN], ttl[NGX_INT64_LEN],
-                                      retain[NGX_INT64_LEN];
+                                      retain[NGX_INT64_LEN],
+                                      deadline[NGX_INT64_LEN],
+                                      tmax[NGX_INT64_LEN];
     char                              owner[2 * OR_LEASE_HASH_LEN + 1];
     u_char                            elig[NGX_OMNIROUTE_LEASE_CONNS_MAX + 1];
     size_t                            argvlen[NGX_OMNIROUTE_LEASE_ARGS];
     ngx_uint_t                        i;
     const char                       *argv[NGX_OMNIROUTE_LEASE_ARGS];
+    ngx_msec_t                        base;
     const char                       *action;
-    ngx_omniroute_lease_call_t       *call;
+    ngx_omniroute_lease_call_t       *call, *oldest;
     ngx_omniroute_redis_lease_t      *link;
 
     link = ngx_omniroute_redis_lease_link;
@@ -566,22 +613,51 @@ ngx_omniroute_redis_lease_run(ngx_omniroute_lease_op_t *op,
     argv[10] = (const char *) retain;
     argvlen[10] = p - retain;
 
+    /*
+     * The deadline: the link fails, and every call pending on it is
+     * answered 503, "timeout" after the oldest of them was sent (the
+     * tick); Redis must not run this one later than a quarter of that
+     * before, the time for its answer to come back.  In Redis's clock as
+     * this node knows it, which is never ahead of Redis's own (a TIME is
+     * read before its reply arrives).
+     */
+
+    base = ngx_current_msec;
+
+    if (!ngx_queue_empty(&link->pending)) {
+        oldest = ngx_queue_data(ngx_queue_head(&link->pending),
+                                ngx_omniroute_lease_call_t, queue);
+        base = oldest->sent;
+    }
+
+    p = ngx_sprintf(deadline, "%L",
+                    (int64_t) (ngx_omniroute_now() + link->skew
+                               - (or_msec_t) (ngx_current_msec - base)
+                               + link->rmcf->timeout
+                               - link->rmcf->timeout / 4));
+    argv[11] = (const char *) deadline;
+    argvlen[11] = p - deadline;
+
+    p = ngx_sprintf(tmax, "%L", (int64_t) link->kc->lease_ttl_max);
+    argv[12] = (const char *) tmax;
+    argvlen[12] = p - tmax;
+
     for (i = 0; i < op->nconns; i++) {
         elig[i] = (op->eligible == NULL || op->eligible[i]) ? '1' : '0';
-        argv[12 + i] = (const char *) op->conns[i].data;
-        argvlen[12 + i] = op->conns[i].len;
+        argv[14 + i] = (const char *) op->conns[i].data;
+        argvlen[14 + i] = op->conns[i].len;
     }
 
     elig[i] = '\0';
-    argv[11] = (const char *) elig;
-    argvlen[11] = op->nconns;
+    argv[13] = (const char *) elig;
+    argvlen[13] = op->nconns;
 
     argvlen[0] = 4;
     argvlen[1] = sizeof(ngx_omniroute_redis_lease_script) - 1;
     argvlen[2] = 1;
     argvlen[5] = ngx_strlen(action);
 
-    argc = 12 + (int) op->nconns;
+    argc = 14 + (int) op->nconns;
 
     if (redisAsyncCommandArgv(link->cmd.ac,
                               ngx_omniroute_redis_lease_on_reply, call, argc,
@@ -622,7 +698,7 @@ ngx_omniroute_redis_lease_on_reply(redisAsyncContext *ac, void *r,
     redisReply                   *reply = r;
     ngx_omniroute_lease_call_t   *call = data;
 
-    redisReply                   *st, *v;
+    redisReply                   *st, *v, *bad;
     ngx_omniroute_lease_op_t     *op;
     ngx_omniroute_redis_lease_t  *link;
 
@@ -639,6 +715,16 @@ ngx_omniroute_redis_lease_on_reply(redisAsyncContext *ac, void *r,
     {
         st = reply->element[0];
         v = reply->elements > 1 ? reply->element[1] : NULL;
+        bad = reply->elements > 2 ? reply->element[2] : NULL;
+
+        if (bad && bad->type == REDIS_REPLY_STRING
+            && !(bad->len == 1 && bad->str[0] == '0'))
+        {
+            /* repaired or passed over by the script: fail closed */
+            ngx_omniroute_redis_lease_reject(link, "lease key",
+                                             "value or type; taken for no "
+                                             "lease");
+        }
 
         {
             op->failed = 0;
