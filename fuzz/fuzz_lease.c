@@ -4,8 +4,10 @@
  * libFuzzer target: what a client presents to the gateway's key and
  * lease checks (R-LEASE-1..3), on arbitrary bytes: an Authorization
  * value, an owner token, a generation, a request path and a model name
- * against fixed limits.  Checks: a bearer token lies inside the input,
- * a valid token re-encodes to itself, a parsed generation is in range.
+ * against fixed limits; a lease line from Redis.  Checks: a bearer token
+ * lies inside the input, a valid token re-encodes to itself, a parsed
+ * generation is in range, a decoded lease line re-encodes to itself and
+ * its range check holds for any clock.
  */
 
 
@@ -36,7 +38,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char           out[OR_LEASE_TOKEN_LEN + 1];
     size_t         len, i, v;
     uint8_t        raw[OR_LEASE_TOKEN_RAW], hash[32];
+    char           line[OR_LEASE_LINE_MAX];
     uint64_t       gen;
+    or_msec_t      now;
+    or_lease_t     l;
     const char    *s, *tok;
 
     s = (const char *) data;
@@ -81,6 +86,28 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (or_lease_parse_generation(s, size, &gen)) {
         if (gen == 0 || gen > OR_LEASE_GEN_MAX) {
+            abort();
+        }
+    }
+
+    if (or_lease_decode(s, size, &l) == NULL) {
+        len = or_lease_encode(&l, line);
+
+        if (len != size || memcmp(line, s, size) != 0) {
+            abort();                    /* decoding is canonical */
+        }
+
+        /* the clock and the longest ttl from the line's own digits */
+
+        now = (or_msec_t) (l.bound_at ^ (or_msec_t) l.version);
+        (void) or_lease_valid(&l, now, l.expires_at);
+        (void) or_lease_valid(&l, INT64_MAX, INT64_MAX);
+        (void) or_lease_valid(&l, INT64_MIN, 0);
+
+        if (or_lease_valid(&l, l.bound_at, 0) == NULL
+            && (l.generation == 0 || l.generation > OR_LEASE_GEN_MAX
+                || l.expires_at > l.bound_at + OR_LEASE_CLOCK_SLACK))
+        {
             abort();
         }
     }

@@ -28,6 +28,14 @@ my $nb = RedisServer::cluster_node($na, 'b');
 my $nc = RedisServer::cluster_node($na, 'c');
 
 $na->write_file('redis.pw', "$PASSWORD\n");
+
+# the names the records below are of (a node takes a remote record only
+# for a name it has): provider alpha, connections burst-1 .. burst-400
+$_->write_file('key', "sk-key\n") for $na, $nb, $nc;
+my $NAMES = "omniroute_provider alpha url=http://127.0.0.1:1/v1;\n"
+            . join('', map { "    omniroute_connection burst-$_ "
+                             . "provider=alpha key_file=%%TESTDIR%%/key;\n" }
+                       1 .. 400);
 $nc->write_file('redis.pw', "wrong-$PASSWORD\n");
 
 sub node_config {
@@ -38,6 +46,8 @@ sub node_config {
     omniroute_redis @{[$redis->addr]} node=$name prefix=t23: db=3 $auth
                     timeout=2s keepalive=1s backoff=20ms backoff_max=100ms
                     queue=16 log_interval=60s;
+
+    $NAMES
 
     server {
         listen 127.0.0.1:%%PORT_gw%%;

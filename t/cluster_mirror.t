@@ -43,6 +43,14 @@ sub node_config {
                        kind=apikey auth=bearer;
     omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1;
 
+    # the names the records below are of (a node takes a remote record
+    # only for a name it has)
+    omniroute_provider beta url=http://127.0.0.1:%%PORT_mock_p%%/v1;
+    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a1;
+    omniroute_connection a3 provider=alpha key_file=%%TESTDIR%%/key-a1;
+    omniroute_connection a4 provider=alpha key_file=%%TESTDIR%%/key-a1;
+    omniroute_connection gone provider=alpha key_file=%%TESTDIR%%/key-a1;
+
     server {
         listen 127.0.0.1:%%PORT_gw%%;
 

@@ -43,6 +43,16 @@ for my $n ($na, $nb) {
                        kind=apikey;
     omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1;
 
+    # the names the records below are of (a node takes a remote record
+    # only for a name it has)
+    omniroute_provider zeta url=http://127.0.0.1:%%PORT_mock_p%%/v1;
+    omniroute_connection z1 provider=alpha key_file=%%TESTDIR%%/key-a1;
+    omniroute_connection both provider=alpha key_file=%%TESTDIR%%/key-a1;
+    omniroute_connection after-thaw provider=alpha
+                         key_file=%%TESTDIR%%/key-a1;
+    omniroute_connection after-kills provider=alpha
+                         key_file=%%TESTDIR%%/key-a1;
+
     server {
         listen 127.0.0.1:%%PORT_gw%%;
 

@@ -53,6 +53,7 @@ sub node_config {
     omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha
                        kind=apikey;
     omniroute_provider beta url=http://127.0.0.1:%%PORT_mock_p%%/beta;
+    omniroute_provider delta url=http://127.0.0.1:%%PORT_mock_p%%/delta;
 
     omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
                          priority=1;

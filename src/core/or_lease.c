@@ -9,6 +9,8 @@
 
 
 static int or_lease_b64_value(int c);
+static int or_lease_number(const char *s, size_t len, uint64_t *v);
+static char *or_lease_decimal(char *p, uint64_t v);
 
 
 static const char  or_lease_b64[] =
@@ -315,4 +317,214 @@ or_lease_hex(const uint8_t *hash, char *out)
     }
 
     out[2 * OR_LEASE_HASH_LEN] = '\0';
+}
+
+
+static int
+or_lease_number(const char *s, size_t len, uint64_t *v)
+{
+    size_t    i;
+    uint64_t  n;
+
+    if (len == 0 || len > OR_LEASE_NUM_DIGITS || (s[0] == '0' && len > 1)) {
+        return 0;
+    }
+
+    n = 0;
+
+    for (i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return 0;
+        }
+
+        n = n * 10 + (uint64_t) (s[i] - '0');
+    }
+
+    *v = n;
+
+    return 1;
+}
+
+
+const char *
+or_lease_decode(const char *s, size_t len, or_lease_t *l)
+{
+    size_t       i, k, n[10];
+    uint64_t     v[10];
+    const char  *p, *last, *f[10];
+
+    p = s;
+    last = s + len;
+
+    for (i = 0; i < 10; i++) {
+        if (i > 0) {
+            if (p == last || *p != ' ') {
+                return "framing";
+            }
+
+            p++;
+        }
+
+        f[i] = p;
+
+        while (p < last && *p != ' ') {
+            p++;
+        }
+
+        n[i] = (size_t) (p - f[i]);
+    }
+
+    if (p != last) {
+        return "framing";
+    }
+
+    if (n[0] != 1 || f[0][0] != '1') {
+        return "format version";
+    }
+
+    memset(l, 0, sizeof(or_lease_t));
+
+    if (n[1] != 2 * OR_LEASE_HASH_LEN) {
+        return "owner";
+    }
+
+    for (k = 0; k < n[1]; k++) {
+        if (!((f[1][k] >= '0' && f[1][k] <= '9')
+              || (f[1][k] >= 'a' && f[1][k] <= 'f')))
+        {
+            return "owner";
+        }
+
+        v[0] = (uint64_t) (f[1][k] <= '9' ? f[1][k] - '0'
+                                          : f[1][k] - 'a' + 10);
+        l->owner[k / 2] |= (uint8_t) (k % 2 ? v[0] : v[0] << 4);
+    }
+
+    for (i = 2; i < 4; i++) {
+        if (n[i] == 0 || n[i] > OR_LEASE_ID_MAX) {
+            return i == 2 ? "key" : "connection";
+        }
+
+        for (k = 0; k < n[i]; k++) {
+            if (f[i][k] <= ' ' || f[i][k] >= 0x7f) {
+                return i == 2 ? "key" : "connection";
+            }
+        }
+    }
+
+    l->key_len = (uint16_t) n[2];
+    memcpy(l->key, f[2], n[2]);
+    l->conn_len = (uint16_t) n[3];
+    memcpy(l->conn, f[3], n[3]);
+
+    for (i = 4; i < 10; i++) {
+        if (!or_lease_number(f[i], n[i], &v[i])) {
+            return "number";
+        }
+    }
+
+    if (v[9] != 1 && v[9] != 2) {
+        return "state";
+    }
+
+    l->generation = v[4];
+    l->version = v[5];
+    l->acquired_at = (or_msec_t) v[6];
+    l->bound_at = (or_msec_t) v[7];
+    l->expires_at = (or_msec_t) v[8];
+    l->state = v[9] == 1 ? OR_LEASE_ACTIVE : OR_LEASE_GONE;
+
+    return NULL;
+}
+
+
+static char *
+or_lease_decimal(char *p, uint64_t v)
+{
+    char    buf[20];
+    size_t  n;
+
+    n = 0;
+
+    do {
+        buf[n++] = (char) ('0' + v % 10);
+        v /= 10;
+    } while (v);
+
+    while (n) {
+        *p++ = buf[--n];
+    }
+
+    return p;
+}
+
+
+size_t
+or_lease_encode(const or_lease_t *l, char *out)
+{
+    char  *p;
+
+    p = out;
+    *p++ = '1';
+    *p++ = ' ';
+    or_lease_hex(l->owner, p);
+    p += 2 * OR_LEASE_HASH_LEN;
+    *p++ = ' ';
+    memcpy(p, l->key, l->key_len);
+    p += l->key_len;
+    *p++ = ' ';
+    memcpy(p, l->conn, l->conn_len);
+    p += l->conn_len;
+    *p++ = ' ';
+    p = or_lease_decimal(p, l->generation);
+    *p++ = ' ';
+    p = or_lease_decimal(p, l->version);
+    *p++ = ' ';
+    p = or_lease_decimal(p, (uint64_t) l->acquired_at);
+    *p++ = ' ';
+    p = or_lease_decimal(p, (uint64_t) l->bound_at);
+    *p++ = ' ';
+    p = or_lease_decimal(p, (uint64_t) l->expires_at);
+    *p++ = ' ';
+    *p++ = l->state == OR_LEASE_ACTIVE ? '1' : '2';
+
+    return (size_t) (p - out);
+}
+
+
+const char *
+or_lease_valid(const or_lease_t *l, or_msec_t now, or_msec_t ttl_max)
+{
+    uint64_t   vmax;
+    or_msec_t  ahead;
+
+    ahead = or_msec_add(now, OR_LEASE_CLOCK_SLACK);
+
+    if (l->generation == 0 || l->generation > OR_LEASE_GEN_MAX) {
+        return "generation";
+    }
+
+    if (l->acquired_at > l->bound_at || l->bound_at > l->expires_at) {
+        return "times";
+    }
+
+    if (l->bound_at > ahead) {
+        return "bound_at";
+    }
+
+    if (l->expires_at > or_msec_add(ahead, ttl_max)) {
+        return "expires_at";
+    }
+
+    /* versions are Redis's microseconds (ms * 1000) of the change */
+
+    vmax = ahead < 0 ? 0
+           : (uint64_t) ahead > OR_LEASE_GEN_MAX / 1000 ? OR_LEASE_GEN_MAX
+           : (uint64_t) ahead * 1000;
+
+    if (l->version == 0 || l->version > vmax) {
+        return "version";
+    }
+
+    return NULL;
 }

@@ -56,6 +56,18 @@
 #define OR_LEASE_TOKEN_LEN     47       /* "vlo_" + 43 */
 #define OR_LEASE_GEN_MAX       9007199254740991ULL    /* 2^53 - 1 */
 
+/* a lease line of Redis: 10 fields, the longest of each */
+#define OR_LEASE_LINE_MAX      (2 + 2 * OR_LEASE_HASH_LEN + 1             \
+                                + 2 * (OR_LEASE_ID_MAX + 1) + 5 * 17 + 1)
+#define OR_LEASE_NUM_DIGITS    16       /* OR_LEASE_GEN_MAX has 16 */
+
+/*
+ * How far ahead of Redis's clock (as this node knows it) a line's times
+ * may be: the error of that knowledge (a reply's transit, drift between
+ * two TIME reads); a version is ms * 1000 of the change.
+ */
+#define OR_LEASE_CLOCK_SLACK   (30 * 1000)
+
 
 typedef enum {
     OR_LEASE_NONE = 0,                  /* a zeroed record: no lease */
@@ -154,6 +166,33 @@ int or_lease_parse_generation(const char *s, size_t len, uint64_t *gen);
 
 /* 64 lowercase hex digits of a hash, NUL-terminated: out has 65 */
 void or_lease_hex(const uint8_t *hash, char *out);
+
+/*
+ * A lease as Redis keeps and publishes it (R-LEASE-3), one line:
+ *
+ *   1 OWNERHEX KEY CONN GENERATION VERSION ACQUIRED BOUND EXPIRES STATE
+ *
+ * single spaces; OWNERHEX 64 lowercase hex digits; KEY and CONN 1 to
+ * OR_LEASE_ID_MAX visible ASCII bytes; the numbers decimal, no leading
+ * 0, at most OR_LEASE_NUM_DIGITS digits; STATE 1 (active) or 2 (ended).
+ * Decoding is canonical: a decoded line encodes to the same bytes.
+ *
+ * or_lease_decode(): NULL and *l, or the name of the field found wrong.
+ * or_lease_encode(): the line of l into out (OR_LEASE_LINE_MAX), its
+ * length.
+ */
+const char *or_lease_decode(const char *s, size_t len, or_lease_t *l);
+size_t or_lease_encode(const or_lease_t *l, char *out);
+
+/*
+ * Why a decoded lease is out of range for a node that takes now for
+ * Redis's clock and ttl_max for the longest lease it grants, or NULL:
+ * a generation 1..OR_LEASE_GEN_MAX, acquired <= bound <= expires, a
+ * binding and a version not ahead of now (OR_LEASE_CLOCK_SLACK), an
+ * expiry within ttl_max of now.
+ */
+const char *or_lease_valid(const or_lease_t *l, or_msec_t now,
+    or_msec_t ttl_max);
 
 
 #endif /* _OR_LEASE_H_INCLUDED_ */

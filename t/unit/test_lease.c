@@ -3,7 +3,8 @@
  *
  * R-LEASE-2..4: the lease state machine (acquire, rebinding, renew,
  * release, expiry, generations), dispatch checks, the connection an
- * acquire picks, owner token format and the generation parser.
+ * acquire picks, owner token format and the generation parser; lease
+ * lines of Redis decoded and checked as untrusted input (issue 23).
  */
 
 
@@ -12,6 +13,30 @@
 
 
 #define A42  "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+#define H64  "5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c"                          \
+             "5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c"
+#define LINE(rest)  "1 " H64 " lk a1 " rest
+
+
+static int
+decodes(const char *s)
+{
+    or_lease_t  l;
+
+    return or_lease_decode(s, strlen(s), &l) == NULL;
+}
+
+
+static const char *
+valid(const char *s, or_msec_t now)
+{
+    or_lease_t   l;
+    const char  *why;
+
+    why = or_lease_decode(s, strlen(s), &l);
+
+    return why ? why : or_lease_valid(&l, now, 3600000);
+}
 
 
 static void
@@ -235,6 +260,89 @@ main(void)
     or_lease_hex(a, hex);
     or_is_int(strlen(hex), 64, "R-LEASE-2 a hash in hex: 64 digits");
     or_ok(hex[0] == '5' && hex[1] == 'c', "R-LEASE-2 lowercase hex");
+
+    /* lease lines of Redis (issue 23): shapes */
+
+    {
+    char         out[OR_LEASE_LINE_MAX];
+    size_t       len;
+    const char  *line;
+
+    line = LINE("2 1700000000000000 1699999990000 1700000000000 "
+                "1700000030000 1");
+
+    or_ok(or_lease_decode(line, strlen(line), &l) == NULL,
+          "R-LEASE-3 a lease line decodes");
+    or_ok(memcmp(l.owner, a, 32) == 0 && l.generation == 2
+          && l.version == 1700000000000000ULL && l.acquired_at == 1699999990000
+          && l.bound_at == 1700000000000 && l.expires_at == 1700000030000
+          && l.state == OR_LEASE_ACTIVE && l.key_len == 2
+          && memcmp(l.key, "lk", 2) == 0 && l.conn_len == 2,
+          "R-LEASE-3 every field");
+    len = or_lease_encode(&l, out);
+    or_ok(len == strlen(line) && memcmp(out, line, len) == 0,
+          "R-LEASE-3 and it encodes to the same line");
+    or_ok(decodes(LINE("1 1 0 0 0 2")), "R-LEASE-3 zeros and an ended lease");
+
+    or_ok(!decodes(LINE("1 1 0 0 0 3")), "R-LEASE-3 state 3: refused");
+    or_ok(!decodes(LINE("1 1 0 0 0 0")), "R-LEASE-3 state 0: refused");
+    or_ok(!decodes(LINE("1 1 0 0 0 1 ")), "R-LEASE-3 a trailing space");
+    or_ok(!decodes(LINE("1 1 0 0 0  1")), "R-LEASE-3 two spaces");
+    or_ok(!decodes(LINE("1 1 0 0 0")), "R-LEASE-3 9 fields");
+    or_ok(!decodes(LINE("1 1 0 0 0 1 1")), "R-LEASE-3 11 fields");
+    or_ok(!decodes(LINE("01 1 0 0 0 1")), "R-LEASE-3 a leading zero");
+    or_ok(!decodes(LINE("-1 1 0 0 0 1")), "R-LEASE-3 a sign");
+    or_ok(!decodes(LINE("1 9000000000000000000 0 0 0 1")),
+          "R-LEASE-3 a version of 19 digits");
+    or_ok(!decodes(LINE("1 1e9 0 0 0 1")), "R-LEASE-3 an exponent");
+    or_ok(!decodes("2 " H64 " lk a1 1 1 0 0 0 1"),
+          "R-LEASE-3 format version 2");
+    or_ok(!decodes("1 " "5C5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c"
+                   "5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c" " lk a1 1 1 0 0 0 1"),
+          "R-LEASE-3 an uppercase owner");
+    or_ok(!decodes("1 5c5c lk a1 1 1 0 0 0 1"), "R-LEASE-3 a short owner");
+    or_ok(!decodes("1 " H64 " l\x01k a1 1 1 0 0 0 1"),
+          "R-LEASE-3 a control byte in a key");
+    or_ok(!decodes("1 " H64 " lk "
+                   "a123456789012345678901234567890123456789012345678901234567"
+                   "890123456 1 1 0 0 0 1"),
+          "R-LEASE-3 a connection id of 65 bytes");
+    or_ok(!decodes(""), "R-LEASE-3 empty");
+
+    /* ranges, against Redis's clock */
+
+    or_ok(valid(LINE("1 1700000000000000 1700000000000 1700000000000 "
+                     "1700003600000 1"), 1700000000000) == NULL,
+          "R-LEASE-3 a lease of the longest ttl: valid");
+    or_is_str(valid(LINE("1 9000000000000000 1700000000000 1700000000000 "
+                         "1700000030000 1"), 1700000000000), "version",
+              "R-LEASE-3 a version far ahead of Redis's clock: refused");
+    or_ok(valid(LINE("1 1700000029000000 1700000000000 1700000000000 "
+                     "1700000030000 1"), 1700000000000) == NULL,
+          "R-LEASE-3 a version within the slack: valid");
+    or_is_str(valid(LINE("1 1700000000000000 1700000000000 1700000000000 "
+                         "1700007200000 1"), 1700000000000), "expires_at",
+              "R-LEASE-3 an expiry past the longest ttl: refused");
+    or_is_str(valid(LINE("0 1700000000000000 1700000000000 1700000000000 "
+                         "1700000030000 1"), 1700000000000), "generation",
+              "R-LEASE-3 generation 0: refused");
+    or_is_str(valid(LINE("9007199254740992 1700000000000000 1700000000000 "
+                         "1700000000000 1700000030000 1"), 1700000000000),
+              "generation", "R-LEASE-3 generation 2^53: refused");
+    or_is_str(valid(LINE("1 1700000000000000 1700000000001 1700000000000 "
+                         "1700000030000 1"), 1700000000000), "times",
+              "R-LEASE-3 acquired after bound: refused");
+    or_is_str(valid(LINE("1 1700000000000000 1700000000000 1700000000000 "
+                         "1690000000000 1"), 1700000000000), "times",
+              "R-LEASE-3 expired before bound: refused");
+    or_is_str(valid(LINE("1 1700000000000000 1700000100000 1700000100000 "
+                         "1700000130000 1"), 1700000000000), "bound_at",
+              "R-LEASE-3 bound in the future: refused");
+    or_is_str(valid(LINE("1 0 0 0 0 2"), 1700000000000), "version",
+              "R-LEASE-3 version 0: refused");
+    or_ok(valid(LINE("1 1 0 0 0 2"), INT64_MAX) == NULL,
+          "R-LEASE-3 a clock at the end of time saturates");
+    }
 
     return or_done();
 }

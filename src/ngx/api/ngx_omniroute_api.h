@@ -66,6 +66,9 @@ extern ngx_module_t  ngx_http_omniroute_api_module;
 /* helpers (ngx_omniroute_api_module.c) */
 ngx_int_t ngx_omniroute_api_fail(ngx_omniroute_api_call_t *call,
     ngx_uint_t status, const char *code, const char *fmt, ...);
+
+/* the answer of a handler that returned NGX_DONE: rc as it would have */
+void ngx_omniroute_api_finish(ngx_omniroute_api_call_t *call, ngx_int_t rc);
 ngx_int_t ngx_omniroute_api_fields(ngx_omniroute_api_call_t *call,
     json_t *obj, const char *where, const char **allowed);
 ngx_omniroute_provider_t *ngx_omniroute_api_provider(

@@ -9,8 +9,10 @@
  *
  * A lease is shown by its connection, key id, generation and times;
  * neither the owner token nor its hash is part of any answer.  A revoked
- * lease ends at once on this node; with Redis the revocation is sent to
- * Redis (atomically, for every node) without waiting for the reply.
+ * lease ends at once on this node; with Redis the revocation runs in
+ * Redis first (atomically, for every node) and the answer waits for it:
+ * 503 when Redis does not answer in time, and then nothing was revoked
+ * (the script does nothing past its deadline).
  */
 
 
@@ -24,8 +26,22 @@
 
 
 static json_t *ngx_omniroute_api_lease_json(or_lease_t *l, or_msec_t now);
+typedef struct {
+    ngx_omniroute_api_call_t     *call;
+    json_t                       *revoked;
+    ngx_uint_t                    waiting;      /* calls in Redis */
+    ngx_uint_t                    failed;
+} ngx_omniroute_api_revoke_t;
+
+
 static ngx_int_t ngx_omniroute_api_lease_revoke(
-    ngx_omniroute_api_call_t *call, or_lease_t *l);
+    ngx_omniroute_api_revoke_t *rv, or_lease_t *l);
+static void ngx_omniroute_api_lease_revoked(void *data,
+    ngx_omniroute_lease_op_t *op);
+static ngx_int_t ngx_omniroute_api_lease_end(ngx_omniroute_api_revoke_t *rv,
+    ngx_omniroute_lease_op_t *op);
+static ngx_int_t ngx_omniroute_api_revoke_answer(
+    ngx_omniroute_api_revoke_t *rv);
 
 
 static const char  *ngx_omniroute_api_lease_fields[] = {
@@ -111,13 +127,14 @@ ngx_omniroute_api_lease_json(or_lease_t *l, or_msec_t now)
 ngx_int_t
 ngx_omniroute_api_leases_revoke(ngx_omniroute_api_call_t *call)
 {
-    json_t                     *jc, *jk, *revoked;
-    size_t                      len;
-    ngx_uint_t                  i;
-    or_lease_t                 *l;
-    const char                 *s;
-    ngx_array_t                 leases;
-    ngx_omniroute_keys_conf_t  *kc;
+    json_t                      *jc, *jk;
+    size_t                       len;
+    ngx_uint_t                   i;
+    or_lease_t                  *l;
+    const char                  *s;
+    ngx_array_t                  leases;
+    ngx_omniroute_keys_conf_t   *kc;
+    ngx_omniroute_api_revoke_t  *rv;
 
     if (call->body == NULL) {
         return ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
@@ -198,8 +215,14 @@ ngx_omniroute_api_leases_revoke(ngx_omniroute_api_call_t *call)
         return NGX_ERROR;
     }
 
-    revoked = json_array();
-    if (revoked == NULL) {
+    rv = ngx_pcalloc(call->r->pool, sizeof(ngx_omniroute_api_revoke_t));
+    if (rv == NULL) {
+        return NGX_ERROR;
+    }
+
+    rv->call = call;
+    rv->revoked = json_array();
+    if (rv->revoked == NULL) {
         return NGX_ERROR;
     }
 
@@ -212,80 +235,139 @@ ngx_omniroute_api_leases_revoke(ngx_omniroute_api_call_t *call)
             continue;
         }
 
-        if (ngx_omniroute_api_lease_revoke(call, &l[i]) != NGX_OK) {
-            json_decref(revoked);
-            return NGX_ERROR;
+        if (ngx_omniroute_api_lease_revoke(rv, &l[i]) != NGX_OK) {
+            rv->failed++;
         }
+    }
 
-        json_array_append_new(revoked, json_stringn(l[i].conn,
-                                                    l[i].conn_len));
+    if (rv->waiting) {
+        return NGX_DONE;
+    }
+
+    return ngx_omniroute_api_revoke_answer(rv);
+}
+
+
+static ngx_int_t
+ngx_omniroute_api_revoke_answer(ngx_omniroute_api_revoke_t *rv)
+{
+    ngx_omniroute_api_call_t  *call;
+
+    call = rv->call;
+
+    if (rv->failed) {
+        json_decref(rv->revoked);
+
+        return ngx_omniroute_api_fail(call, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                      "lease_backend_unavailable",
+                                      "Redis did not answer: %ui lease(s) "
+                                      "not revoked for the cluster; retry",
+                                      rv->failed);
     }
 
     call->out = json_pack("{s:I,s:o}", "revoked",
-                          (json_int_t) json_array_size(revoked),
-                          "connections", revoked);
+                          (json_int_t) json_array_size(rv->revoked),
+                          "connections", rv->revoked);
 
     return call->out ? NGX_OK : NGX_ERROR;
 }
 
 
+/*
+ * With Redis the lease ends there first; the answer waits for Redis
+ * (ngx_omniroute_api_lease_revoked()).  NGX_OK: revoked here or sent;
+ * NGX_DECLINED: Redis is down, nothing revoked.
+ */
+
 static ngx_int_t
-ngx_omniroute_api_lease_revoke(ngx_omniroute_api_call_t *call,
+ngx_omniroute_api_lease_revoke(ngx_omniroute_api_revoke_t *rv,
     or_lease_t *l)
 {
-    void                       *handle;
-    ngx_str_t                   conn;
-    ngx_omniroute_lease_op_t    op, *rop;
-    ngx_omniroute_keys_conf_t  *kc;
+    void                      *handle;
+    ngx_omniroute_lease_op_t  *op;
 
-    kc = call->omcf->keys;
-
-    conn.data = (u_char *) l->conn;
-    conn.len = l->conn_len;
-
-    ngx_memzero(&op, sizeof(ngx_omniroute_lease_op_t));
-    op.action = NGX_OMNIROUTE_LEASE_REVOKE;
-    op.conns = &conn;
-    op.nconns = 1;
-    op.now = call->now;
-
-    if (ngx_omniroute_lease_remote && ngx_omniroute_lease_remote->run) {
-        /* sent now, answered later: the op outlives this request */
-
-        rop = ngx_alloc(sizeof(ngx_omniroute_lease_op_t) + sizeof(ngx_str_t)
-                        + conn.len, call->r->connection->log);
-        if (rop == NULL) {
-            return NGX_ERROR;
-        }
-
-        *rop = op;
-        rop->conns = (ngx_str_t *) (rop + 1);
-        rop->conns[0].data = (u_char *) (rop->conns + 1);
-        rop->conns[0].len = conn.len;
-        ngx_memcpy(rop->conns[0].data, conn.data, conn.len);
-
-        if (ngx_omniroute_lease_remote->run(rop, NULL, NULL, &handle)
-            != NGX_DONE)
-        {
-            ngx_free(rop);
-            return ngx_omniroute_api_fail(call, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                          "lease_backend_unavailable",
-                                          "Redis is not reachable: the "
-                                          "lease cannot be revoked for the "
-                                          "cluster now");
-        }
+    op = ngx_pcalloc(rv->call->r->pool, sizeof(ngx_omniroute_lease_op_t)
+                                        + sizeof(ngx_str_t) + l->conn_len);
+    if (op == NULL) {
+        return NGX_ERROR;
     }
 
-    if (ngx_omniroute_lease_run(&call->omcf->store, &kc->shpool->mutex, &op)
+    op->action = NGX_OMNIROUTE_LEASE_REVOKE;
+    op->conns = (ngx_str_t *) (op + 1);
+    op->conns[0].data = (u_char *) (op->conns + 1);
+    op->conns[0].len = l->conn_len;
+    ngx_memcpy(op->conns[0].data, l->conn, l->conn_len);
+    op->nconns = 1;
+    op->now = rv->call->now;
+    op->lease = *l;
+
+    if (ngx_omniroute_lease_remote == NULL
+        || ngx_omniroute_lease_remote->run == NULL)
+    {
+        return ngx_omniroute_api_lease_end(rv, op);
+    }
+
+    if (ngx_omniroute_lease_remote->run(op, ngx_omniroute_api_lease_revoked,
+                                        rv, &handle)
+        != NGX_DONE)
+    {
+        return NGX_DECLINED;
+    }
+
+    rv->waiting++;
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_omniroute_api_lease_revoked(void *data, ngx_omniroute_lease_op_t *op)
+{
+    ngx_omniroute_api_revoke_t *rv = data;
+
+    rv->waiting--;
+
+    if (op->failed || ngx_omniroute_api_lease_end(rv, op) != NGX_OK) {
+        rv->failed++;
+    }
+
+    if (rv->waiting == 0) {
+        ngx_omniroute_api_finish(rv->call,
+                                 ngx_omniroute_api_revoke_answer(rv));
+    }
+}
+
+
+/* the lease ends in the zone too (Redis may not have had it) */
+
+static ngx_int_t
+ngx_omniroute_api_lease_end(ngx_omniroute_api_revoke_t *rv,
+    ngx_omniroute_lease_op_t *op)
+{
+    or_lease_t                  l;
+    ngx_omniroute_keys_conf_t  *kc;
+
+    kc = rv->call->omcf->keys;
+    l = op->lease;
+
+    op->action = NGX_OMNIROUTE_LEASE_REVOKE;
+    op->now = ngx_omniroute_now();
+
+    if (ngx_omniroute_lease_run(&rv->call->omcf->store, &kc->shpool->mutex,
+                                op)
         != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    ngx_log_error(NGX_LOG_NOTICE, call->r->connection->log, 0,
+    json_array_append_new(rv->revoked,
+                          json_stringn((char *) op->conns[0].data,
+                                       op->conns[0].len));
+
+    ngx_log_error(NGX_LOG_NOTICE, rv->call->r->connection->log, 0,
                   "omniroute api: lease of connection \"%V\" (key \"%*s\", "
-                  "generation %uL) revoked", &conn, (size_t) l->key_len,
-                  l->key, l->generation);
+                  "generation %uL) revoked", &op->conns[0],
+                  (size_t) l.key_len, l.key, l.generation);
 
     return NGX_OK;
 }

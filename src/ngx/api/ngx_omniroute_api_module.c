@@ -62,6 +62,8 @@ static ngx_int_t ngx_omniroute_api_authorized(ngx_http_request_t *r,
 static void ngx_omniroute_api_body_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_omniroute_api_body(ngx_http_request_t *r,
     ngx_str_t *body);
+static ngx_int_t ngx_omniroute_api_answer(ngx_omniroute_api_call_t *call,
+    ngx_int_t rc);
 static ngx_int_t ngx_omniroute_api_run(ngx_http_request_t *r,
     ngx_omniroute_api_handler_pt handler, ngx_str_t *body);
 static ngx_int_t ngx_omniroute_api_error(ngx_http_request_t *r,
@@ -700,11 +702,8 @@ static ngx_int_t
 ngx_omniroute_api_run(ngx_http_request_t *r,
     ngx_omniroute_api_handler_pt handler, ngx_str_t *body)
 {
-    json_t                     *doc;
     ngx_int_t                   rc;
-    ngx_str_t                   text;
     json_error_t                err;
-    ngx_chain_t                *out;
     ngx_omniroute_api_call_t   *call;
 
     call = ngx_pcalloc(r->pool, sizeof(ngx_omniroute_api_call_t));
@@ -729,18 +728,45 @@ ngx_omniroute_api_run(ngx_http_request_t *r,
                                           "malformed JSON at line %d "
                                           "column %d: %s", err.line,
                                           err.column, err.text);
-            goto failed;
+            return ngx_omniroute_api_answer(call, NGX_ERROR);
         }
 
         if (!json_is_object(call->body)) {
             (void) ngx_omniroute_api_fail(call, NGX_HTTP_BAD_REQUEST,
                                           "invalid_json",
                                           "the body must be a JSON object");
-            goto failed;
+            return ngx_omniroute_api_answer(call, NGX_ERROR);
         }
     }
 
     rc = handler(call);
+
+    if (rc == NGX_DONE) {
+        /* answered later, by ngx_omniroute_api_finish() */
+        r->main->count++;
+        return NGX_DONE;
+    }
+
+    return ngx_omniroute_api_answer(call, rc);
+}
+
+
+void
+ngx_omniroute_api_finish(ngx_omniroute_api_call_t *call, ngx_int_t rc)
+{
+    ngx_http_finalize_request(call->r, ngx_omniroute_api_answer(call, rc));
+}
+
+
+static ngx_int_t
+ngx_omniroute_api_answer(ngx_omniroute_api_call_t *call, ngx_int_t rc)
+{
+    json_t                     *doc;
+    ngx_str_t                   text;
+    ngx_chain_t                *out;
+    ngx_http_request_t         *r;
+
+    r = call->r;
 
     if (rc != NGX_OK) {
         goto failed;

@@ -15,9 +15,11 @@
  *                  worker 0 only and never waits for a reply on behalf
  *                  of a request)
  *   worker 0       a subscriber to <prefix>leases:<db>, where every
- *                  script publishes the lease it changed, applied to the
- *                  zone by version; and a full load (SCAN + MGET of
- *                  <prefix>lease:*) after each (re)connection and every
+ *                  script publishes the lease it changed: a message names
+ *                  the keys to read again (MGET of the lease's
+ *                  connection and owner keys), what they hold is applied
+ *                  to the zone by version; and a full load (SCAN + MGET
+ *                  of <prefix>lease:*) after each (re)connection and every
  *                  "resync" period: Redis is the authority, a local lease
  *                  it does not have is dropped
  *
@@ -34,6 +36,18 @@
  * are Redis's clock (TIME), one clock for every decision; versions are
  * max(now * 1000, last + 1), increasing even if the seq key is lost.
  * Never the owner token: only its hash reaches Redis.
+ *
+ * What Redis holds is untrusted all the same (issue 23): every line, of a
+ * key, a reply or a message, is decoded by or_lease_decode() and checked
+ * by or_lease_valid() against Redis's clock as this node knows it (TIME
+ * when a connection is made and at each load) and the longest TTL this
+ * node grants, then against this node's configuration: a client key of
+ * the lease:exclusive scope and one of its connections.  A line that
+ * fails is never stored: counted in the mirror's "rejected" counter and
+ * logged at most once per log_interval with the number suppressed.  A
+ * published line is only a hint of which keys to read: a line that no
+ * key holds (a forged PUBLISH) changes nothing, and an ended lease is
+ * applied only over a record this node already has.
  *
  * Redis down: lifecycle calls are refused (503: uniqueness cannot be
  * promised), managed requests go on with the zone's copy.  The hiredis
@@ -55,7 +69,7 @@
 
 #define NGX_OMNIROUTE_LEASE_TICK      50       /* ms */
 #define NGX_OMNIROUTE_LEASE_VALUE_MAX 512
-#define NGX_OMNIROUTE_LEASE_ARGS      (12 + NGX_OMNIROUTE_LEASE_CONNS_MAX)
+#define NGX_OMNIROUTE_LEASE_ARGS      (14 + NGX_OMNIROUTE_LEASE_CONNS_MAX)
 
 #define NGX_OMNIROUTE_LEASE_DOWN      0
 #define NGX_OMNIROUTE_LEASE_CONNECTING 1
@@ -86,9 +100,12 @@ typedef struct {
 
 struct ngx_omniroute_redis_lease_s {
     ngx_omniroute_redis_main_conf_t  *rmcf;
+    ngx_omniroute_main_conf_t    *omcf;
+    ngx_omniroute_keys_conf_t    *kc;
     ngx_omniroute_store_t        *store;
     ngx_shmtx_t                  *lock;
     ngx_log_t                    *log;
+    or_msec_t                     skew;         /* Redis's clock - ours */
 
     ngx_omniroute_lease_conn_t    cmd;
     ngx_omniroute_lease_conn_t    sub;          /* worker 0 */
@@ -108,7 +125,14 @@ struct ngx_omniroute_redis_lease_s {
 
     ngx_queue_t                   pending;
     ngx_str_t                     channel;      /* <prefix>leases:<db> */
+    ngx_str_t                     seq_key;      /* <prefix>lease:seq */
     ngx_msec_t                    logged_at;
+
+    /* rejected lines: logged at most once per log_interval */
+    ngx_msec_t                    rejected_at;
+    ngx_uint_t                    rejected_logged;
+    ngx_uint_t                    rejected_suppressed;
+
     ngx_uint_t                    exiting;
 };
 
@@ -129,9 +153,15 @@ static void ngx_omniroute_redis_lease_tick(ngx_event_t *ev);
 static void ngx_omniroute_redis_lease_scan(ngx_omniroute_redis_lease_t *link);
 static void ngx_omniroute_redis_lease_up(ngx_omniroute_redis_lease_t *link);
 static ngx_uint_t ngx_omniroute_redis_lease_keep(or_lease_t *l, void *arg);
-static ngx_int_t ngx_omniroute_redis_lease_decode(u_char *s, size_t len,
-    or_lease_t *l);
-static void ngx_omniroute_redis_lease_apply(ngx_omniroute_redis_lease_t *link,
+static ngx_int_t ngx_omniroute_redis_lease_decode(
+    ngx_omniroute_redis_lease_t *link, u_char *s, size_t len, or_lease_t *l);
+static const char *ngx_omniroute_redis_lease_known(
+    ngx_omniroute_redis_lease_t *link, or_lease_t *l);
+static void ngx_omniroute_redis_lease_reject(
+    ngx_omniroute_redis_lease_t *link, const char *what, const char *why);
+static ngx_int_t ngx_omniroute_redis_lease_clock(
+    ngx_omniroute_redis_lease_t *link, redisReply *reply);
+static void ngx_omniroute_redis_lease_hint(ngx_omniroute_redis_lease_t *link,
     u_char *s, size_t len);
 
 static void ngx_omniroute_redis_lease_on_connect(const redisAsyncContext *ac,
@@ -149,6 +179,8 @@ static void ngx_omniroute_redis_lease_on_time(redisAsyncContext *ac,
 static void ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac,
     void *r, void *data);
 static void ngx_omniroute_redis_lease_on_mget(redisAsyncContext *ac,
+    void *r, void *data);
+static void ngx_omniroute_redis_lease_on_hint(redisAsyncContext *ac,
     void *r, void *data);
 
 
@@ -196,8 +228,19 @@ static ngx_omniroute_lease_remote_t  ngx_omniroute_redis_lease_remote = {
 
 /*
  * ARGV: 1 prefix, 2 channel, 3 action, 4 owner (hex), 5 key id,
- * 6 generation, 7 ttl, 8 retain, 9 eligibility ("101..."), 10.. the
- * connections.  Returns {status[, lease | retry ms]}.
+ * 6 generation, 7 ttl, 8 retain, 9 deadline, 10 longest ttl,
+ * 11 eligibility ("101..."), 12.. the connections.  Returns {status,
+ * lease | retry ms | "", the number of keys that could not be read}.
+ *
+ * The deadline is Redis's time (as the node knows it, never later than
+ * Redis's own) after which the node no longer waits for the answer:
+ * a script run later (Redis frozen, then resumed) changes nothing and
+ * answers LATE.  What the keys hold is untrusted: a lease line that does
+ * not read right (shape, a generation, an expiry past the longest ttl
+ * or a version ahead of TIME, both with the slack of
+ * OR_LEASE_CLOCK_SLACK) or a key of another type is no lease, and is
+ * overwritten by the next lease of its connection; a lease:seq that is
+ * not a number or is ahead of TIME is replaced.
  */
 
 static const char  ngx_omniroute_redis_lease_script[] =
@@ -205,17 +248,45 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "ARGV[5]\n"
     "local gen, ttl, retain = tonumber(ARGV[6]), tonumber(ARGV[7]), "
     "tonumber(ARGV[8])\n"
+    "local deadline, tmax = tonumber(ARGV[9]), tonumber(ARGV[10])\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "if now > deadline then return {'LATE', '', '0'} end\n"
+    "local slack, bad = 30000, 0\n"
+    "local function get(k)\n"
+    "  local v = redis.pcall('GET', k)\n"
+    "  if type(v) == 'table' then bad = bad + 1 return nil end\n"
+    "  return v\n"
+    "end\n"
+    "local function num(w)\n"
+    "  if not w or #w > 16 or not string.match(w, '^%d+$') then\n"
+    "    return nil\n"
+    "  end\n"
+    "  return tonumber(w)\n"
+    "end\n"
     "local function dec(v)\n"
     "  if not v then return nil end\n"
     "  local f = {}\n"
     "  for w in string.gmatch(v, '%S+') do f[#f + 1] = w end\n"
-    "  if #f ~= 10 or f[1] ~= '1' then return nil end\n"
-    "  return {owner = f[2], key = f[3], conn = f[4], gen = tonumber(f[5]),\n"
-    "          ver = tonumber(f[6]), acq = tonumber(f[7]),\n"
-    "          bound = tonumber(f[8]), exp = tonumber(f[9]),\n"
-    "          state = tonumber(f[10])}\n"
+    "  local l = nil\n"
+    "  if #f == 10 and f[1] == '1' and #f[2] == 64\n"
+    "     and string.match(f[2], '^[0-9a-f]+$') then\n"
+    "    l = {owner = f[2], key = f[3], conn = f[4], gen = num(f[5]),\n"
+    "         ver = num(f[6]), acq = num(f[7]), bound = num(f[8]),\n"
+    "         exp = num(f[9]), state = num(f[10])}\n"
+    "    if not (l.gen and l.ver and l.acq and l.bound and l.exp\n"
+    "            and l.state) or l.gen < 1\n"
+    "       or (l.state ~= 1 and l.state ~= 2)\n"
+    "       or l.exp > now + slack + tmax\n"
+    "       or l.ver > (now + slack) * 1000 then\n"
+    "      l = nil\n"
+    "    end\n"
+    "  end\n"
+    "  if not l then bad = bad + 1 end\n"
+    "  return l\n"
+    "end\n"
+    "local function out(st, v)\n"
+    "  return {st, v or '', tostring(bad)}\n"
     "end\n"
     "local function enc(l)\n"
     "  return table.concat({'1', l.owner, l.key, l.conn,\n"
@@ -224,8 +295,13 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "    string.format('%.0f', l.exp), tostring(l.state)}, ' ')\n"
     "end\n"
     "local function version()\n"
-    "  local last = tonumber(redis.call('GET', P .. 'lease:seq') or '0')\n"
-    "  local v = math.max(now * 1000, last + 1)\n"
+    "  local s = get(P .. 'lease:seq')\n"
+    "  local last = s and num(s)\n"
+    "  if s and (not last or last > (now + slack) * 1000) then\n"
+    "    bad = bad + 1\n"
+    "    last = nil\n"
+    "  end\n"
+    "  local v = math.max(now * 1000, (last or 0) + 1)\n"
     "  redis.call('SET', P .. 'lease:seq', string.format('%.0f', v), 'PX',"
     " 2592000000)\n"
     "  return v\n"
@@ -240,39 +316,39 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "end\n"
     "local function active(l) return l and l.state == 1 and l.exp > now end\n"
     "local function conn_of(c)\n"
-    "  return dec(redis.call('GET', P .. 'lease:conn:' .. c))\n"
+    "  return dec(get(P .. 'lease:conn:' .. c))\n"
     "end\n"
     "if act == 'revoke' then\n"
-    "  local c = conn_of(ARGV[10])\n"
-    "  if not active(c) then return {'NOT_FOUND'} end\n"
+    "  local c = conn_of(ARGV[12])\n"
+    "  if not active(c) then return out('NOT_FOUND') end\n"
     "  c.ver = version()\n"
     "  c.state = 2\n"
     "  redis.call('DEL', P .. 'lease:conn:' .. c.conn)\n"
-    "  local o = dec(redis.call('GET', P .. 'lease:owner:' .. c.owner))\n"
+    "  local o = dec(get(P .. 'lease:owner:' .. c.owner))\n"
     "  if o and o.conn == c.conn then\n"
     "    redis.call('DEL', P .. 'lease:owner:' .. c.owner)\n"
     "  end\n"
     "  local v = enc(c)\n"
     "  redis.call('PUBLISH', ch, v)\n"
-    "  return {'OK', v}\n"
+    "  return out('OK', v)\n"
     "end\n"
     "local prev = nil\n"
     "if act ~= 'acquire' then\n"
-    "  prev = dec(redis.call('GET', P .. 'lease:owner:' .. owner))\n"
+    "  prev = dec(get(P .. 'lease:owner:' .. owner))\n"
     "  if not prev or prev.state ~= 1 or prev.key ~= key then\n"
-    "    return {'NOT_FOUND'}\n"
+    "    return out('NOT_FOUND')\n"
     "  end\n"
-    "  if prev.gen ~= gen then return {'STALE'} end\n"
-    "  if act ~= 'rebind' and prev.exp <= now then return {'EXPIRED'} end\n"
+    "  if prev.gen ~= gen then return out('STALE') end\n"
+    "  if act ~= 'rebind' and prev.exp <= now then return out('EXPIRED') end\n"
     "end\n"
     "if act == 'renew' or act == 'release' then\n"
     "  local c = conn_of(prev.conn)\n"
     "  local ours = active(c) and c.owner == owner and c.gen == gen\n"
     "  if act == 'renew' then\n"
-    "    if not ours then return {'EXPIRED'} end\n"
+    "    if not ours then return out('EXPIRED') end\n"
     "    prev.ver = version()\n"
     "    prev.exp = now + ttl\n"
-    "    return {'OK', put(prev)}\n"
+    "    return out('OK', put(prev))\n"
     "  end\n"
     "  prev.ver = version()\n"
     "  prev.state = 2\n"
@@ -282,11 +358,11 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "  redis.call('DEL', P .. 'lease:owner:' .. owner)\n"
     "  local v = enc(prev)\n"
     "  redis.call('PUBLISH', ch, v)\n"
-    "  return {'OK', v}\n"
+    "  return out('OK', v)\n"
     "end\n"
     "local rebind = (act == 'rebind')\n"
     "local slots, earliest = {}, -1\n"
-    "for i = 10, #ARGV do\n"
+    "for i = 12, #ARGV do\n"
     "  local l = conn_of(ARGV[i])\n"
     "  local own = active(l) and rebind and l.owner == owner\n"
     "  if active(l) and not own\n"
@@ -295,7 +371,7 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "  end\n"
     "  slots[#slots + 1] = {conn = ARGV[i], own = own,\n"
     "    free = not active(l),\n"
-    "    eligible = string.sub(ARGV[9], i - 9, i - 9) == '1'}\n"
+    "    eligible = string.sub(ARGV[11], i - 11, i - 11) == '1'}\n"
     "end\n"
     "local pick = nil\n"
     "for pass = 0, 3 do\n"
@@ -307,7 +383,7 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "  if pick then break end\n"
     "end\n"
     "if not pick then\n"
-    "  return {'CAPACITY', string.format('%.0f', math.max(earliest, 0))}\n"
+    "  return out('CAPACITY', string.format('%.0f', math.max(earliest, 0)))\n"
     "end\n"
     "local l = {owner = owner, key = key, conn = pick.conn,\n"
     "  gen = (rebind and prev.gen or 0) + 1, ver = version(),\n"
@@ -319,7 +395,7 @@ static const char  ngx_omniroute_redis_lease_script[] =
     "    redis.call('DEL', P .. 'lease:conn:' .. prev.conn)\n"
     "  end\n"
     "end\n"
-    "return {'OK', put(l)}\n";
+    "return out('OK', put(l))\n";
 
 
 static ngx_int_t
@@ -371,7 +447,17 @@ ngx_omniroute_redis_lease_init_process(ngx_cycle_t *cycle)
     link->channel.len = ngx_sprintf(p, "%Vleases:%i", &rmcf->prefix, rmcf->db)
                         - p;
 
+    p = ngx_pnalloc(cycle->pool, rmcf->prefix.len + sizeof("lease:seq") - 1);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    link->seq_key.data = p;
+    link->seq_key.len = ngx_sprintf(p, "%Vlease:seq", &rmcf->prefix) - p;
+
     link->rmcf = rmcf;
+    link->omcf = omcf;
+    link->kc = kc;
     link->store = &omcf->store;
     link->lock = &kc->shpool->mutex;
     link->log = cycle->log;
@@ -448,14 +534,17 @@ ngx_omniroute_redis_lease_run(ngx_omniroute_lease_op_t *op,
 {
     int                               argc;
     u_char                           *p, gen[NGX_INT64_LEN], ttl[NGX_INT64_LEN],
-                                      retain[NGX_INT64_LEN];
+                                      retain[NGX_INT64_LEN],
+                                      deadline[NGX_INT64_LEN],
+                                      tmax[NGX_INT64_LEN];
     char                              owner[2 * OR_LEASE_HASH_LEN + 1];
     u_char                            elig[NGX_OMNIROUTE_LEASE_CONNS_MAX + 1];
     size_t                            argvlen[NGX_OMNIROUTE_LEASE_ARGS];
     ngx_uint_t                        i;
     const char                       *argv[NGX_OMNIROUTE_LEASE_ARGS];
+    ngx_msec_t                        base;
     const char                       *action;
-    ngx_omniroute_lease_call_t       *call;
+    ngx_omniroute_lease_call_t       *call, *oldest;
     ngx_omniroute_redis_lease_t      *link;
 
     link = ngx_omniroute_redis_lease_link;
@@ -524,22 +613,51 @@ ngx_omniroute_redis_lease_run(ngx_omniroute_lease_op_t *op,
     argv[10] = (const char *) retain;
     argvlen[10] = p - retain;
 
+    /*
+     * The deadline: the link fails, and every call pending on it is
+     * answered 503, "timeout" after the oldest of them was sent (the
+     * tick); Redis must not run this one later than a quarter of that
+     * before, the time for its answer to come back.  In Redis's clock as
+     * this node knows it, which is never ahead of Redis's own (a TIME is
+     * read before its reply arrives).
+     */
+
+    base = ngx_current_msec;
+
+    if (!ngx_queue_empty(&link->pending)) {
+        oldest = ngx_queue_data(ngx_queue_head(&link->pending),
+                                ngx_omniroute_lease_call_t, queue);
+        base = oldest->sent;
+    }
+
+    p = ngx_sprintf(deadline, "%L",
+                    (int64_t) (ngx_omniroute_now() + link->skew
+                               - (or_msec_t) (ngx_current_msec - base)
+                               + link->rmcf->timeout
+                               - link->rmcf->timeout / 4));
+    argv[11] = (const char *) deadline;
+    argvlen[11] = p - deadline;
+
+    p = ngx_sprintf(tmax, "%L", (int64_t) link->kc->lease_ttl_max);
+    argv[12] = (const char *) tmax;
+    argvlen[12] = p - tmax;
+
     for (i = 0; i < op->nconns; i++) {
         elig[i] = (op->eligible == NULL || op->eligible[i]) ? '1' : '0';
-        argv[12 + i] = (const char *) op->conns[i].data;
-        argvlen[12 + i] = op->conns[i].len;
+        argv[14 + i] = (const char *) op->conns[i].data;
+        argvlen[14 + i] = op->conns[i].len;
     }
 
     elig[i] = '\0';
-    argv[11] = (const char *) elig;
-    argvlen[11] = op->nconns;
+    argv[13] = (const char *) elig;
+    argvlen[13] = op->nconns;
 
     argvlen[0] = 4;
     argvlen[1] = sizeof(ngx_omniroute_redis_lease_script) - 1;
     argvlen[2] = 1;
     argvlen[5] = ngx_strlen(action);
 
-    argc = 12 + (int) op->nconns;
+    argc = 14 + (int) op->nconns;
 
     if (redisAsyncCommandArgv(link->cmd.ac,
                               ngx_omniroute_redis_lease_on_reply, call, argc,
@@ -580,7 +698,7 @@ ngx_omniroute_redis_lease_on_reply(redisAsyncContext *ac, void *r,
     redisReply                   *reply = r;
     ngx_omniroute_lease_call_t   *call = data;
 
-    redisReply                   *st, *v;
+    redisReply                   *st, *v, *bad;
     ngx_omniroute_lease_op_t     *op;
     ngx_omniroute_redis_lease_t  *link;
 
@@ -597,13 +715,23 @@ ngx_omniroute_redis_lease_on_reply(redisAsyncContext *ac, void *r,
     {
         st = reply->element[0];
         v = reply->elements > 1 ? reply->element[1] : NULL;
+        bad = reply->elements > 2 ? reply->element[2] : NULL;
+
+        if (bad && bad->type == REDIS_REPLY_STRING
+            && !(bad->len == 1 && bad->str[0] == '0'))
+        {
+            /* repaired or passed over by the script: fail closed */
+            ngx_omniroute_redis_lease_reject(link, "lease key",
+                                             "value or type; taken for no "
+                                             "lease");
+        }
 
         {
             op->failed = 0;
 
             if (st->len == 2 && ngx_strncmp(st->str, "OK", 2) == 0
                 && v && v->type == REDIS_REPLY_STRING
-                && ngx_omniroute_redis_lease_decode((u_char *) v->str,
+                && ngx_omniroute_redis_lease_decode(link, (u_char *) v->str,
                                                     v->len, &op->lease)
                    == NGX_OK)
             {
@@ -661,93 +789,269 @@ ngx_omniroute_redis_lease_on_reply(redisAsyncContext *ac, void *r,
 }
 
 
-/* "1 OWNERHEX KEY CONN GENERATION VERSION ACQUIRED BOUND EXPIRES STATE" */
+/*
+ * A lease line from Redis (a key, a reply or a message): NGX_OK and *l
+ * when it decodes (or_lease_decode()), its range is right for Redis's
+ * clock (or_lease_valid()) and it names a lease this node can have;
+ * else it is counted and logged (ngx_omniroute_redis_lease_reject()).
+ */
 
 static ngx_int_t
-ngx_omniroute_redis_lease_decode(u_char *s, size_t len, or_lease_t *l)
+ngx_omniroute_redis_lease_decode(ngx_omniroute_redis_lease_t *link, u_char *s,
+    size_t len, or_lease_t *l)
 {
-    u_char     *p, *last, *f[10];
-    size_t      n[10];
-    int64_t     v;
-    ngx_uint_t  i, k;
+    const char  *why;
 
-    p = s;
-    last = s + len;
+    why = or_lease_decode((const char *) s, len, l);
 
-    for (i = 0; i < 10; i++) {
-        while (p < last && *p == ' ') {
-            p++;
-        }
-
-        if (p == last) {
-            return NGX_ERROR;
-        }
-
-        f[i] = p;
-
-        while (p < last && *p != ' ') {
-            p++;
-        }
-
-        n[i] = p - f[i];
+    if (why == NULL) {
+        why = or_lease_valid(l, ngx_omniroute_now() + link->skew,
+                             (or_msec_t) link->kc->lease_ttl_max);
     }
 
-    if (p != last || n[0] != 1 || f[0][0] != '1'
-        || n[2] == 0 || n[2] > OR_LEASE_ID_MAX
-        || n[3] == 0 || n[3] > OR_LEASE_ID_MAX)
-    {
+    if (why == NULL) {
+        why = ngx_omniroute_redis_lease_known(link, l);
+    }
+
+    if (why != NULL) {
+        ngx_omniroute_redis_lease_reject(link, "lease line", why);
         return NGX_ERROR;
-    }
-
-    ngx_memzero(l, sizeof(or_lease_t));
-
-    if (!or_keys_hex32((const char *) f[1], n[1], l->owner)) {
-        return NGX_ERROR;
-    }
-
-    l->key_len = (uint16_t) n[2];
-    ngx_memcpy(l->key, f[2], n[2]);
-    l->conn_len = (uint16_t) n[3];
-    ngx_memcpy(l->conn, f[3], n[3]);
-
-    for (i = 4; i < 10; i++) {
-        v = 0;
-
-        for (k = 0; k < n[i]; k++) {
-            if (f[i][k] < '0' || f[i][k] > '9' || v > (INT64_MAX - 9) / 10) {
-                return NGX_ERROR;
-            }
-
-            v = v * 10 + (f[i][k] - '0');
-        }
-
-        switch (i) {
-        case 4: l->generation = (uint64_t) v; break;
-        case 5: l->version = (uint64_t) v; break;
-        case 6: l->acquired_at = v; break;
-        case 7: l->bound_at = v; break;
-        case 8: l->expires_at = v; break;
-        default: l->state = (v == 1) ? OR_LEASE_ACTIVE : OR_LEASE_GONE; break;
-        }
     }
 
     return NGX_OK;
 }
 
 
-static void
-ngx_omniroute_redis_lease_apply(ngx_omniroute_redis_lease_t *link, u_char *s,
-    size_t len)
-{
-    or_lease_t  l;
+/* a client key of the lease:exclusive scope and one of its connections */
 
-    if (ngx_omniroute_redis_lease_decode(s, len, &l) != NGX_OK) {
-        ngx_log_error(NGX_LOG_WARN, link->log, 0,
-                      "omniroute redis lease: a lease that cannot be read");
+static const char *
+ngx_omniroute_redis_lease_known(ngx_omniroute_redis_lease_t *link,
+    or_lease_t *l)
+{
+    ngx_str_t                   *name;
+    ngx_uint_t                   i, j;
+    ngx_omniroute_client_key_t  *key;
+    ngx_omniroute_connection_t  *c;
+
+    key = link->kc->keys.elts;
+
+    for (i = 0; i < link->kc->keys.nelts; i++) {
+        if (key[i].lease && key[i].id.len == l->key_len
+            && ngx_memcmp(key[i].id.data, l->key, l->key_len) == 0)
+        {
+            break;
+        }
+    }
+
+    if (i == link->kc->keys.nelts) {
+        return "key: no such lease key here";
+    }
+
+    name = key[i].conn_names.elts;
+
+    for (j = 0; j < key[i].conn_names.nelts; j++) {
+        if (name[j].len == l->conn_len
+            && ngx_memcmp(name[j].data, l->conn, l->conn_len) == 0)
+        {
+            break;
+        }
+    }
+
+    if (j == key[i].conn_names.nelts) {
+        return "connection: not one of the key's here";
+    }
+
+    c = link->omcf->connections.elts;
+
+    for (j = 0; j < link->omcf->connections.nelts; j++) {
+        if (c[j].id.len == l->conn_len
+            && ngx_memcmp(c[j].id.data, l->conn, l->conn_len) == 0)
+        {
+            return NULL;
+        }
+    }
+
+    return "connection: no such connection here";
+}
+
+
+/*
+ * Counted in the mirror's "rejected" counter; logged at most once per
+ * log_interval, with the number suppressed since; never the line.
+ */
+
+static void
+ngx_omniroute_redis_lease_reject(ngx_omniroute_redis_lease_t *link,
+    const char *what, const char *why)
+{
+    ngx_msec_t                    now;
+    ngx_omniroute_redis_stats_t  *stats;
+
+    stats = ngx_omniroute_redis_stats();
+
+    if (stats) {
+        (void) ngx_atomic_fetch_add(&stats->rejected, 1);
+    }
+
+    now = ngx_current_msec;
+
+    if (link->rejected_logged
+        && now - link->rejected_at < link->rmcf->log_interval)
+    {
+        link->rejected_suppressed++;
         return;
     }
 
-    (void) ngx_omniroute_lease_apply(link->store, link->lock, &l);
+    ngx_log_error(NGX_LOG_WARN, link->log, 0,
+                  "omniroute redis \"%V\": leases: rejected a %s from Redis "
+                  "(bad %s); ignored (%ui more such messages suppressed)",
+                  &link->rmcf->addr, what, why, link->rejected_suppressed);
+
+    link->rejected_logged = 1;
+    link->rejected_at = now;
+    link->rejected_suppressed = 0;
+}
+
+
+/* a TIME reply: how far Redis's clock is from ours */
+
+static ngx_int_t
+ngx_omniroute_redis_lease_clock(ngx_omniroute_redis_lease_t *link,
+    redisReply *reply)
+{
+    ngx_int_t  sec, usec;
+
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[1]->type != REDIS_REPLY_STRING)
+    {
+        return NGX_ERROR;
+    }
+
+    sec = ngx_atoi((u_char *) reply->element[0]->str,
+                   reply->element[0]->len);
+    usec = ngx_atoi((u_char *) reply->element[1]->str,
+                    reply->element[1]->len);
+
+    if (sec == NGX_ERROR || usec == NGX_ERROR || sec > 1000000000000) {
+        return NGX_ERROR;
+    }
+
+    link->skew = (or_msec_t) sec * 1000 + usec / 1000 - ngx_omniroute_now();
+
+    return NGX_OK;
+}
+
+
+/*
+ * A published line is a hint: once it reads right, the keys of its
+ * connection and owner are read again (ngx_omniroute_redis_lease_on_hint)
+ * and what Redis holds there is applied; the line itself only for an
+ * ended lease that neither key contradicts, over a record of its owner
+ * that this node has.
+ */
+
+static void
+ngx_omniroute_redis_lease_hint(ngx_omniroute_redis_lease_t *link, u_char *s,
+    size_t len)
+{
+    u_char       *p, kconn[NGX_OMNIROUTE_REDIS_PREFIX_MAX + 16
+                           + OR_LEASE_ID_MAX],
+                  kowner[NGX_OMNIROUTE_REDIS_PREFIX_MAX + 16
+                         + 2 * OR_LEASE_HASH_LEN];
+    size_t        argvlen[3];
+    or_lease_t   *l;
+    const char   *argv[3];
+
+    if (link->state != NGX_OMNIROUTE_LEASE_UP || link->cmd.ac == NULL) {
+        return;                 /* the next load reads every key */
+    }
+
+    l = ngx_alloc(sizeof(or_lease_t), link->log);
+    if (l == NULL) {
+        return;
+    }
+
+    if (ngx_omniroute_redis_lease_decode(link, s, len, l) != NGX_OK) {
+        ngx_free(l);
+        return;
+    }
+
+    p = ngx_sprintf(kconn, "%Vlease:conn:", &link->rmcf->prefix);
+    p = ngx_cpymem(p, l->conn, l->conn_len);
+
+    argv[0] = "MGET";
+    argvlen[0] = 4;
+    argv[1] = (const char *) kconn;
+    argvlen[1] = p - kconn;
+
+    p = ngx_sprintf(kowner, "%Vlease:owner:", &link->rmcf->prefix);
+    or_lease_hex(l->owner, (char *) p);
+    p += 2 * OR_LEASE_HASH_LEN;
+
+    argv[2] = (const char *) kowner;
+    argvlen[2] = p - kowner;
+
+    if (redisAsyncCommandArgv(link->cmd.ac, ngx_omniroute_redis_lease_on_hint,
+                              l, 3, argv, argvlen)
+        != REDIS_OK)
+    {
+        ngx_free(l);
+    }
+}
+
+
+static void
+ngx_omniroute_redis_lease_on_hint(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    or_lease_t                  *msg = data;
+    ngx_omniroute_lease_conn_t  *lc = ac->data;
+
+    or_lease_t                    l, o;
+    ngx_uint_t                    i, held;
+    redisReply                   *v;
+    ngx_omniroute_redis_lease_t  *link;
+
+    link = lc->link;
+
+    if (reply == NULL || link->exiting || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != 2)
+    {
+        ngx_free(msg);
+        return;
+    }
+
+    held = 0;
+
+    for (i = 0; i < 2; i++) {
+        v = reply->element[i];
+
+        if (v->type != REDIS_REPLY_STRING
+            || ngx_omniroute_redis_lease_decode(link, (u_char *) v->str,
+                                                v->len, &l)
+               != NGX_OK)
+        {
+            continue;
+        }
+
+        (void) ngx_omniroute_lease_apply(link->store, link->lock, &l);
+
+        if (l.state == OR_LEASE_ACTIVE
+            && ngx_memcmp(l.owner, msg->owner, OR_LEASE_HASH_LEN) == 0)
+        {
+            held = 1;
+        }
+    }
+
+    if (msg->state == OR_LEASE_GONE && !held
+        && ngx_omniroute_lease_read_owner(link->store, msg->owner, &o)
+           == NGX_OK)
+    {
+        (void) ngx_omniroute_lease_apply(link->store, link->lock, msg);
+    }
+
+    ngx_free(msg);
 }
 
 
@@ -812,7 +1116,9 @@ ngx_omniroute_redis_lease_connect(ngx_omniroute_redis_lease_t *link)
         }
     }
 
-    argv[0] = "PING";
+    /* TIME: the link is up, and Redis's clock is known */
+
+    argv[0] = "TIME";
     argvlen[0] = 4;
 
     if (redisAsyncCommandArgv(link->cmd.ac,
@@ -820,7 +1126,7 @@ ngx_omniroute_redis_lease_connect(ngx_omniroute_redis_lease_t *link)
                               argv, argvlen)
         != REDIS_OK)
     {
-        ngx_omniroute_redis_lease_fail(link, "could not send PING");
+        ngx_omniroute_redis_lease_fail(link, "could not send TIME");
         return;
     }
 
@@ -1074,7 +1380,6 @@ ngx_omniroute_redis_lease_on_time(redisAsyncContext *ac, void *r, void *data)
     redisReply                  *reply = r;
     ngx_omniroute_lease_conn_t  *lc = ac->data;
 
-    ngx_int_t                     sec, usec;
     ngx_omniroute_redis_lease_t  *link;
 
     link = lc->link;
@@ -1083,26 +1388,12 @@ ngx_omniroute_redis_lease_on_time(redisAsyncContext *ac, void *r, void *data)
         return;
     }
 
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
-        || reply->element[0]->type != REDIS_REPLY_STRING
-        || reply->element[1]->type != REDIS_REPLY_STRING)
-    {
+    if (ngx_omniroute_redis_lease_clock(link, reply) != NGX_OK) {
         ngx_omniroute_redis_lease_fail(link, "TIME failed");
         return;
     }
 
-    sec = ngx_atoi((u_char *) reply->element[0]->str,
-                   reply->element[0]->len);
-    usec = ngx_atoi((u_char *) reply->element[1]->str,
-                    reply->element[1]->len);
-
-    if (sec == NGX_ERROR || usec == NGX_ERROR) {
-        ngx_omniroute_redis_lease_fail(link, "TIME failed");
-        return;
-    }
-
-    link->load_since = ((uint64_t) sec * 1000 + (uint64_t) usec / 1000)
-                       * 1000;
+    link->load_since = (uint64_t) (ngx_omniroute_now() + link->skew) * 1000;
 
     ngx_omniroute_redis_lease_scan(link);
 }
@@ -1141,11 +1432,6 @@ ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac, void *r, void *data)
 
     keys = reply->element[1];
 
-    if (keys->elements == 0) {
-        ngx_omniroute_redis_lease_on_mget(ac, NULL, link);
-        return;
-    }
-
     argv = ngx_palloc(link->load_pool, (keys->elements + 1) * sizeof(char *));
     argvlen = ngx_palloc(link->load_pool,
                          (keys->elements + 1) * sizeof(size_t));
@@ -1160,7 +1446,12 @@ ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac, void *r, void *data)
     n = 1;
 
     for (i = 0; i < keys->elements; i++) {
-        if (keys->element[i]->type != REDIS_REPLY_STRING) {
+        if (keys->element[i]->type != REDIS_REPLY_STRING
+            || (keys->element[i]->len == link->seq_key.len
+                && ngx_memcmp(keys->element[i]->str, link->seq_key.data,
+                              link->seq_key.len)
+                   == 0))
+        {
             continue;
         }
 
@@ -1174,6 +1465,11 @@ ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac, void *r, void *data)
                    keys->element[i]->len);
         argvlen[n] = keys->element[i]->len;
         n++;
+    }
+
+    if (n == 1) {
+        ngx_omniroute_redis_lease_on_mget(ac, NULL, link);
+        return;
     }
 
     if (redisAsyncCommandArgv(link->cmd.ac, ngx_omniroute_redis_lease_on_mget,
@@ -1204,10 +1500,10 @@ ngx_omniroute_redis_lease_on_mget(redisAsyncContext *ac, void *r, void *data)
         for (i = 0; i < reply->elements; i++) {
             v = reply->element[i];
 
-            /* the seq counter and keys expired since the SCAN */
+            /* keys expired since the SCAN, or not strings: none */
 
             if (v->type != REDIS_REPLY_STRING
-                || ngx_omniroute_redis_lease_decode((u_char *) v->str,
+                || ngx_omniroute_redis_lease_decode(link, (u_char *) v->str,
                                                     v->len, &l)
                    != NGX_OK)
             {
@@ -1355,12 +1651,17 @@ ngx_omniroute_redis_lease_on_ready(redisAsyncContext *ac, void *r,
     if (reply->type == REDIS_REPLY_ERROR) {
         /* the reply never contains the password */
         ngx_omniroute_redis_lease_fail(lc->link, data ? (char *) data
-                                                      : "PING failed");
+                                                      : "TIME failed");
         return;
     }
 
     if (data != NULL) {
         return;                 /* AUTH or SELECT */
+    }
+
+    if (ngx_omniroute_redis_lease_clock(lc->link, reply) != NGX_OK) {
+        ngx_omniroute_redis_lease_fail(lc->link, "TIME failed");
+        return;
     }
 
     lc->ready = 1;
@@ -1389,9 +1690,9 @@ ngx_omniroute_redis_lease_on_message(redisAsyncContext *ac, void *r,
 
     if (type->len == 7 && ngx_strncmp(type->str, "message", 7) == 0) {
         if (reply->element[2]->type == REDIS_REPLY_STRING) {
-            ngx_omniroute_redis_lease_apply(lc->link,
-                                            (u_char *) reply->element[2]->str,
-                                            reply->element[2]->len);
+            ngx_omniroute_redis_lease_hint(lc->link,
+                                           (u_char *) reply->element[2]->str,
+                                           reply->element[2]->len);
         }
 
         return;

@@ -21,6 +21,13 @@
  *       wins the record (or_lane_merge).
  *   strategy   not mirrored: cursors and latency windows are per node;
  *       so is any table not listed in ngx_omniroute_redis_mirrored().
+ *
+ * Before a remote record is stored it must name what this node has
+ * (ngx_omniroute_redis_known()): a provider, a connection, both for a
+ * lockout, a pinned connection.  A record for a name this node does not
+ * have is rejected like an invalid one (counted, logged at most once per
+ * log_interval), never stored and so never written back: what remote data
+ * may occupy in the zone is bounded by this node's configuration.
  */
 
 
@@ -73,6 +80,12 @@ static const char *ngx_omniroute_redis_check_override(
     ngx_omniroute_settings_override_t *ov);
 static const char *ngx_omniroute_redis_check_rules(u_char *value,
     size_t size);
+static const char *ngx_omniroute_redis_known(ngx_uint_t table,
+    ngx_str_t *key, u_char *value, size_t size);
+static ngx_uint_t ngx_omniroute_redis_provider(ngx_omniroute_main_conf_t *omcf,
+    u_char *name, size_t len);
+static ngx_uint_t ngx_omniroute_redis_connection(
+    ngx_omniroute_main_conf_t *omcf, u_char *name, size_t len);
 
 
 static const char  *ngx_omniroute_redis_tables[] = {
@@ -602,6 +615,11 @@ ngx_omniroute_redis_apply(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
 
     *why = ngx_omniroute_redis_check(table, key, src, size, time,
                                      ngx_omniroute_now());
+
+    if (*why == NULL) {
+        *why = ngx_omniroute_redis_known(table, key, src, size);
+    }
+
     if (*why) {
         return NGX_ABORT;
     }
@@ -674,6 +692,152 @@ ngx_omniroute_redis_apply(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
     *changed = (rc == NGX_OK);
 
     return NGX_OK;
+}
+
+
+/*
+ * Why a valid remote record names nothing this node has, or NULL: the
+ * provider of a breaker, a tool limit, a settings override or its rules;
+ * the connection of a state, a lane, a pause, a request_rejected record
+ * or a pin; both of a lockout ("provider:connection:scope:name").
+ */
+
+static const char *
+ngx_omniroute_redis_known(ngx_uint_t table, ngx_str_t *key, u_char *value,
+    size_t size)
+{
+    u_char                     *p, *last, *c;
+    or_pin_t                   *pin;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
+                                               ngx_http_omniroute_module);
+    if (omcf == NULL) {
+        return "name";
+    }
+
+    p = key->data;
+    last = key->data + key->len;
+
+    switch (table) {
+
+    case NGX_OMNIROUTE_T_BREAKER:
+        return ngx_omniroute_redis_provider(omcf, p, key->len)
+               ? NULL : "name: no such provider here";
+
+    case NGX_OMNIROUTE_T_CONN:
+    case NGX_OMNIROUTE_T_LANE:
+        return ngx_omniroute_redis_connection(omcf, p, key->len)
+               ? NULL : "name: no such connection here";
+
+    case NGX_OMNIROUTE_T_REJECTED:
+        c = ngx_strlchr(p, last, ':');
+
+        return c && ngx_omniroute_redis_connection(omcf, p, c - p)
+               ? NULL : "name: no such connection here";
+
+    case NGX_OMNIROUTE_T_LOCKOUT:
+        c = ngx_strlchr(p, last, ':');
+
+        if (c == NULL || !ngx_omniroute_redis_provider(omcf, p, c - p)) {
+            return "name: no such provider here";
+        }
+
+        p = c + 1;
+        c = ngx_strlchr(p, last, ':');
+
+        return c && ngx_omniroute_redis_connection(omcf, p, c - p)
+               ? NULL : "name: no such connection here";
+
+    case NGX_OMNIROUTE_T_PACE:
+        if (key->len > 2 && p[0] == 'p' && p[1] == ':') {
+            return ngx_omniroute_redis_connection(omcf, p + 2, key->len - 2)
+                   ? NULL : "name: no such connection here";
+        }
+
+        if (key->len > 2 && p[0] == 't' && p[1] == ':') {
+            c = ngx_strlchr(p + 2, last, '|');
+
+            return c && ngx_omniroute_redis_provider(omcf, p + 2, c - p - 2)
+                   ? NULL : "name: no such provider here";
+        }
+
+        return "name";
+
+    case NGX_OMNIROUTE_T_PIN:
+        pin = (or_pin_t *) value;
+
+        return size == sizeof(or_pin_t)
+               && ngx_omniroute_redis_connection(omcf, (u_char *) pin->conn,
+                                                 pin->conn_len)
+               ? NULL : "name: no such connection here";
+
+    case NGX_OMNIROUTE_T_SETTINGS:
+        if (key->len == 6 && ngx_strncmp(p, "global", 6) == 0) {
+            return NULL;
+        }
+
+        if (key->len > 9 && ngx_strncmp(p, "provider:", 9) == 0) {
+            return ngx_omniroute_redis_provider(omcf, p + 9, key->len - 9)
+                   ? NULL : "name: no such provider here";
+        }
+
+        if (key->len > 6 && ngx_strncmp(p, "rules:", 6) == 0) {
+            return ngx_omniroute_redis_provider(omcf, p + 6, key->len - 6)
+                   ? NULL : "name: no such provider here";
+        }
+
+#if (NGX_OMNIROUTE_TEST)
+        /* omniroute_redis_debug's records (as the check lets them by) */
+        if (size == NGX_OMNIROUTE_REDIS_DEBUG_VALUE) {
+            return NULL;
+        }
+#endif
+
+        return "name";
+
+    default:
+        return "table";
+    }
+}
+
+
+static ngx_uint_t
+ngx_omniroute_redis_provider(ngx_omniroute_main_conf_t *omcf, u_char *name,
+    size_t len)
+{
+    ngx_uint_t                 i;
+    ngx_omniroute_provider_t  *p;
+
+    p = omcf->providers.elts;
+
+    for (i = 0; i < omcf->providers.nelts; i++) {
+        if (p[i].name.len == len && ngx_memcmp(p[i].name.data, name, len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+static ngx_uint_t
+ngx_omniroute_redis_connection(ngx_omniroute_main_conf_t *omcf, u_char *name,
+    size_t len)
+{
+    ngx_uint_t                   i;
+    ngx_omniroute_connection_t  *c;
+
+    c = omcf->connections.elts;
+
+    for (i = 0; i < omcf->connections.nelts; i++) {
+        if (c[i].id.len == len && ngx_memcmp(c[i].id.data, name, len) == 0) {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 

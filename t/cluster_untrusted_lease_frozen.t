@@ -1,0 +1,264 @@
+#!/usr/bin/perl
+
+# A lease call either happens before its client is answered or never
+# (issue 23, finding 3): two nodes, a real redis-server frozen with
+# SIGSTOP (it accepts, never answers).  Two acquires and a rebinding
+# answered 503 while Redis is frozen change nothing once it resumes (each
+# script has a deadline, compared with Redis's TIME); an admin revoke
+# waits for Redis and answers 503 with nothing revoked; after the freeze
+# the same calls succeed.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Test::More;
+use JSON::PP;
+use Digest::SHA qw(sha256_hex);
+use Time::HiRes qw(sleep time);
+use OmniTest;
+use RedisServer;
+
+OmniTest::need(RedisServer::available(), 'redis-server not installed');
+
+my $na = OmniTest->new;
+my $redis = RedisServer->new($na)->start;
+my $nb = RedisServer::cluster_node($na, 'b');
+my $m = $na->mock('p');
+
+$nb->{ports}{mock_p} = $na->port('mock_p');
+
+my $LK = 'sk-lease-key-one-0123456789';
+my $LK2 = 'sk-lease-key-two-0123456789';
+my $PLAIN = 'sk-plain-key-000-0123456789';
+
+for my $n ($na, $nb) {
+    $n->write_file("key-$_", "sk-up-$_\n") for qw(a1 a2);
+    $n->write_file('lk', "$LK\n");
+    $n->write_file('lk2', "$LK2\n");
+    $n->write_file('plain', "$PLAIN\n");
+}
+
+sub node_config {
+    my ($n, $name) = @_;
+
+    $n->config(<<"EOF");
+    omniroute_zone zone=omniroute:1m;
+    omniroute_redis ${\ $redis->addr} node=$name prefix=t48: timeout=1s
+                    backoff=20ms backoff_max=200ms resync=1s
+                    log_interval=2s;
+
+    omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha;
+    omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
+                         priority=1;
+    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a2
+                         priority=2;
+
+    omniroute_client_key lk file=%%TESTDIR%%/lk connections=a1,a2
+                         scope=lease:exclusive;
+    omniroute_client_key lk2 file=%%TESTDIR%%/lk2 connections=a1,a2
+                         scope=lease:exclusive;
+    omniroute_client_key plain file=%%TESTDIR%%/plain connections=a1,a2;
+
+    omniroute_lease_ttl 30s max=1h;
+
+    server {
+        listen 127.0.0.1:%%PORT_gw%%;
+
+        location /v1/ {
+            omniroute_pass;
+        }
+
+        location = /api/v1/session-leases {
+            omniroute_session_leases;
+        }
+
+        location /_omniroute {
+            internal;
+            include %%PARAMS%%;
+        }
+
+        location /admin/ {
+            omniroute_api prefix=/admin;
+            omniroute_api_token off;
+        }
+    }
+EOF
+}
+
+sub gw { $_[0]->port('gw') }
+
+my $LEASES = '/api/v1/session-leases';
+
+sub lease {
+    my ($n, $key, $body) = @_;
+    my $r = $n->post(gw($n), $LEASES, $body, Authorization => "Bearer $key");
+    $r->{doc} = OmniTest::json($r) || {};
+    return $r;
+}
+
+sub infer {
+    my ($n, $key, $owner, $gen) = @_;
+    my %h = (Authorization => "Bearer $key");
+    $h{'X-OmniRoute-Lease-Owner'} = $owner if defined $owner;
+    $h{'X-OmniRoute-Lease-Generation'} = $gen if defined $gen;
+    return $n->post(gw($n), '/v1/chat/completions', { model => 'alpha/m' },
+                    %h);
+}
+
+sub conn_of { $_[0]->{headers}{'x-omniroute-connection'} // '' }
+
+sub metric {
+    my ($n, $name) = @_;
+    my $body = $n->get(gw($n), '/admin/metrics')->{body} // '';
+    return $body =~ /^\Q$name\E (\S+)$/m ? $1 : undef;
+}
+
+sub rejected { metric($_[0], 'omniroute_redis_records_rejected_total') // 0 }
+
+sub leases_count {
+    my ($n) = @_;
+    return (OmniTest::json($n->get(gw($n), '/admin/api/resilience/leases'))
+            || {})->{count};
+}
+
+sub wait_for {
+    my ($cond, $timeout) = @_;
+    my $t0 = time;
+    while (time - $t0 < ($timeout // 5)) {
+        return 1 if $cond->();
+        sleep(0.02);
+    }
+    return 0;
+}
+
+my $NOBODY = 'vlo_' . ('B' x 42) . 'A';
+
+sub lease_up {
+    my ($n) = @_;
+    my $ok = 0;
+    return wait_for(sub {
+        $ok = lease($n, $LK, { action => 'renew', owner => $NOBODY,
+                               generation => 1 })->{status} == 404
+              ? $ok + 1 : 0;
+        $ok >= 8 });
+}
+
+# Redis's clock, ms
+sub redis_now {
+    my $t = $redis->cmd('TIME');
+    return $t->[0] * 1000 + int($t->[1] / 1000);
+}
+
+# "1 OWNERHEX KEY CONN GENERATION VERSION ACQUIRED BOUND EXPIRES STATE"
+sub line {
+    my (%f) = @_;
+    my $now = redis_now();
+    return join ' ', 1, $f{owner} // sha256_hex(rand()), $f{key} // 'lk',
+           $f{conn} // 'a2', $f{gen} // 1, $f{ver} // $now * 1000,
+           $f{acq} // $now, $f{bound} // $now, $f{exp} // $now + 600_000,
+           $f{state} // 1;
+}
+
+
+sub lease_keys { grep { !/:lease:seq$/ } $redis->keys('t48:lease:*') }
+
+# frozen for longer than timeout=1s: the node gives up, then Redis resumes
+# and runs what it had read
+sub frozen {
+    my ($what) = @_;
+    $redis->pause;
+    my @r = $what->();
+    sleep(0.3);                # after the node gave up, still frozen
+    $redis->resume;
+    return @r;
+}
+
+node_config($na, 'node-a');
+node_config($nb, 'node-b');
+
+$na->run(gw($na));
+$nb->run(gw($nb));
+
+ok(lease_up($na) && lease_up($nb), 'both nodes: lease calls reach Redis');
+
+# two acquires answered 503 never become leases
+
+my @r = frozen(sub {
+    my @s = map { $na->start_post(gw($na), $LEASES,
+                                  encode_json({ action => 'acquire' }),
+                                  Authorization => "Bearer $_",
+                                  'Content-Type' => 'application/json') }
+                ($LK, $LK2);
+    return map { OmniTest::finish($_) } @s;
+});
+is_deeply([map { $_->{status} } @r], [503, 503],
+          'two acquires while Redis is frozen: 503');
+like($r[0]{body}, qr/lease_backend_unavailable/, 'lease_backend_unavailable');
+ok(lease_up($na), 'Redis resumed: lease calls go through again');
+is_deeply([lease_keys()], [], 'no lease key in Redis: the late scripts did '
+          . 'nothing');
+is(conn_of(infer($nb, $PLAIN)), 'a1', 'B: a1 is free');
+is(leases_count($na), 0, 'A lists no lease');
+
+my $r = lease($na, $LK, { action => 'acquire' });
+is($r->{status}, 200, 'an acquire after the freeze');
+is($r->{doc}{lease}{generation}, 1, 'generation 1');
+my $OWNER = $r->{doc}{lease}{owner};
+my $CONN = $r->{doc}{lease}{connection};
+
+# a rebinding answered 503 does not move the owner to generation 2
+
+($r) = frozen(sub { lease($na, $LK, { action => 'acquire', owner => $OWNER,
+                                      generation => 1 }) });
+is($r->{status}, 503, 'a rebinding while Redis is frozen: 503');
+ok(lease_up($na), 'resumed');
+like($redis->cmd('GET', 't48:lease:owner:' . sha256_hex($OWNER)) // '',
+     qr/^1 [0-9a-f]{64} lk \Q$CONN\E 1 /,
+     'Redis: the owner is still at generation 1');
+is(infer($na, $LK, $OWNER, 1)->{status}, 200, 'A serves generation 1');
+ok(wait_for(sub { infer($nb, $LK, $OWNER, 1)->{status} == 200 }),
+   'and so does B');
+is(lease($nb, $LK, { action => 'renew', owner => $OWNER,
+                     generation => 1 })->{status}, 200,
+   'renew of generation 1 through Redis');
+
+# an admin revoke waits for Redis: 503, nothing revoked
+
+my $t0 = time;
+($r) = frozen(sub {
+    $na->http(gw($na), OmniTest::request_text('DELETE',
+              '/admin/api/resilience/leases', '{"connection":"' . $CONN
+              . '"}'));
+});
+my $took = time - $t0;
+is($r->{status}, 503, sprintf('an admin revoke while Redis is frozen: 503 '
+                              . '(after %.2f s)', $took));
+like($r->{body}, qr/lease_backend_unavailable/, 'lease_backend_unavailable');
+ok(lease_up($na), 'resumed');
+ok(defined $redis->cmd('GET', "t48:lease:conn:$CONN"),
+   'Redis still holds the lease');
+is(infer($na, $LK, $OWNER, 1)->{status}, 200, 'A still serves the owner');
+is(infer($nb, $LK, $OWNER, 1)->{status}, 200, 'and so does B');
+
+# and with Redis up the revoke is answered once Redis has done it
+
+$r = $na->http(gw($na), OmniTest::request_text('DELETE',
+               '/admin/api/resilience/leases', '{"connection":"' . $CONN
+               . '"}'));
+is_deeply(OmniTest::json($r), { revoked => 1, connections => [$CONN] },
+          'the revoke again, Redis up: revoked');
+ok(!defined $redis->cmd('GET', "t48:lease:conn:$CONN"),
+   'Redis no longer holds it when the answer comes');
+ok(wait_for(sub { ((OmniTest::json(infer($nb, $LK, $OWNER, 1)) || {})
+                   ->{error}{code} // '') eq 'lease_not_found' }),
+   'B: the revoked lease is gone');
+
+$nb->{allow_log} = qr/leases: /;
+$na->{allow_log} = qr/leases: /;
+$nb->done;
+$na->done;
+$redis->stop;
+
+done_testing;

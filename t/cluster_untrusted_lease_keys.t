@@ -1,0 +1,252 @@
+#!/usr/bin/perl
+
+# Garbage lease keys do not stop leases (issue 23, finding 5): two nodes,
+# a real redis-server.  A lease:seq that is not a number or is far ahead
+# of Redis's clock, a lease:conn:* of the wrong type or holding garbage,
+# a lease:owner:* of the wrong type: acquires go on (the script takes
+# them for no lease and overwrites them), renew of a wrong-type owner key
+# is 404, versions stay near Redis's clock, each is counted in
+# omniroute_redis_records_rejected_total and logged at most once per
+# log_interval.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Test::More;
+use JSON::PP;
+use Digest::SHA qw(sha256_hex);
+use Time::HiRes qw(sleep time);
+use OmniTest;
+use RedisServer;
+
+OmniTest::need(RedisServer::available(), 'redis-server not installed');
+
+my $na = OmniTest->new;
+my $redis = RedisServer->new($na)->start;
+my $nb = RedisServer::cluster_node($na, 'b');
+my $m = $na->mock('p');
+
+$nb->{ports}{mock_p} = $na->port('mock_p');
+
+my $LK = 'sk-lease-key-one-0123456789';
+my $LK2 = 'sk-lease-key-two-0123456789';
+my $PLAIN = 'sk-plain-key-000-0123456789';
+
+for my $n ($na, $nb) {
+    $n->write_file("key-$_", "sk-up-$_\n") for qw(a1 a2);
+    $n->write_file('lk', "$LK\n");
+    $n->write_file('lk2', "$LK2\n");
+    $n->write_file('plain', "$PLAIN\n");
+}
+
+sub node_config {
+    my ($n, $name) = @_;
+
+    $n->config(<<"EOF");
+    omniroute_zone zone=omniroute:1m;
+    omniroute_redis ${\ $redis->addr} node=$name prefix=t49: timeout=1s
+                    backoff=20ms backoff_max=200ms resync=1s
+                    log_interval=2s;
+
+    omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha;
+    omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
+                         priority=1;
+    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a2
+                         priority=2;
+
+    omniroute_client_key lk file=%%TESTDIR%%/lk connections=a1,a2
+                         scope=lease:exclusive;
+    omniroute_client_key lk2 file=%%TESTDIR%%/lk2 connections=a1,a2
+                         scope=lease:exclusive;
+    omniroute_client_key plain file=%%TESTDIR%%/plain connections=a1,a2;
+
+    omniroute_lease_ttl 30s max=1h;
+
+    server {
+        listen 127.0.0.1:%%PORT_gw%%;
+
+        location /v1/ {
+            omniroute_pass;
+        }
+
+        location = /api/v1/session-leases {
+            omniroute_session_leases;
+        }
+
+        location /_omniroute {
+            internal;
+            include %%PARAMS%%;
+        }
+
+        location /admin/ {
+            omniroute_api prefix=/admin;
+            omniroute_api_token off;
+        }
+    }
+EOF
+}
+
+sub gw { $_[0]->port('gw') }
+
+my $LEASES = '/api/v1/session-leases';
+
+sub lease {
+    my ($n, $key, $body) = @_;
+    my $r = $n->post(gw($n), $LEASES, $body, Authorization => "Bearer $key");
+    $r->{doc} = OmniTest::json($r) || {};
+    return $r;
+}
+
+sub infer {
+    my ($n, $key, $owner, $gen) = @_;
+    my %h = (Authorization => "Bearer $key");
+    $h{'X-OmniRoute-Lease-Owner'} = $owner if defined $owner;
+    $h{'X-OmniRoute-Lease-Generation'} = $gen if defined $gen;
+    return $n->post(gw($n), '/v1/chat/completions', { model => 'alpha/m' },
+                    %h);
+}
+
+sub conn_of { $_[0]->{headers}{'x-omniroute-connection'} // '' }
+
+sub metric {
+    my ($n, $name) = @_;
+    my $body = $n->get(gw($n), '/admin/metrics')->{body} // '';
+    return $body =~ /^\Q$name\E (\S+)$/m ? $1 : undef;
+}
+
+sub rejected { metric($_[0], 'omniroute_redis_records_rejected_total') // 0 }
+
+sub leases_count {
+    my ($n) = @_;
+    return (OmniTest::json($n->get(gw($n), '/admin/api/resilience/leases'))
+            || {})->{count};
+}
+
+sub wait_for {
+    my ($cond, $timeout) = @_;
+    my $t0 = time;
+    while (time - $t0 < ($timeout // 5)) {
+        return 1 if $cond->();
+        sleep(0.02);
+    }
+    return 0;
+}
+
+my $NOBODY = 'vlo_' . ('B' x 42) . 'A';
+
+sub lease_up {
+    my ($n) = @_;
+    my $ok = 0;
+    return wait_for(sub {
+        $ok = lease($n, $LK, { action => 'renew', owner => $NOBODY,
+                               generation => 1 })->{status} == 404
+              ? $ok + 1 : 0;
+        $ok >= 8 });
+}
+
+# Redis's clock, ms
+sub redis_now {
+    my $t = $redis->cmd('TIME');
+    return $t->[0] * 1000 + int($t->[1] / 1000);
+}
+
+# "1 OWNERHEX KEY CONN GENERATION VERSION ACQUIRED BOUND EXPIRES STATE"
+sub line {
+    my (%f) = @_;
+    my $now = redis_now();
+    return join ' ', 1, $f{owner} // sha256_hex(rand()), $f{key} // 'lk',
+           $f{conn} // 'a2', $f{gen} // 1, $f{ver} // $now * 1000,
+           $f{acq} // $now, $f{bound} // $now, $f{exp} // $now + 600_000,
+           $f{state} // 1;
+}
+
+
+
+sub field { (split / /, $_[0] // '')[$_[1]] }
+
+node_config($na, 'node-a');
+node_config($nb, 'node-b');
+
+$na->run(gw($na));
+$nb->run(gw($nb));
+
+ok(lease_up($na) && lease_up($nb), 'both nodes: lease calls reach Redis');
+
+my $r0 = rejected($na);
+my $t0 = time;
+
+# lease:seq garbage
+
+$redis->cmd('SET', 't49:lease:seq', 'not a number');
+my $r = lease($na, $LK, { action => 'acquire' });
+is($r->{status}, 200, 'a garbage lease:seq: the acquire goes on')
+    or diag($r->{body});
+my $OWNER = $r->{doc}{lease}{owner};
+like($redis->cmd('GET', 't49:lease:seq') // '', qr/^\d{16}$/,
+     'lease:seq repaired');
+
+# lease:seq far ahead of Redis's clock: versions stay near TIME
+
+$redis->cmd('SET', 't49:lease:seq', '9000000000000000');
+$r = lease($nb, $LK, { action => 'renew', owner => $OWNER,
+                       generation => 1 });
+is($r->{status}, 200, 'a lease:seq far ahead: renew goes on');
+my $v = field($redis->cmd('GET', 't49:lease:owner:' . sha256_hex($OWNER)),
+              5);
+cmp_ok($v, '<=', (redis_now() + 1000) * 1000,
+       "the version stays at Redis's clock ($v)");
+is(infer($na, $LK, $OWNER, 1)->{status}, 200,
+   'A takes the renewed lease (its version is not refused)');
+
+# lease:conn:a2 of the wrong type, then garbage
+
+$redis->cmd('DEL', 't49:lease:conn:a2');
+$redis->cmd('LPUSH', 't49:lease:conn:a2', 'x');
+$r = lease($na, $LK2, { action => 'acquire' });
+is($r->{status}, 200, 'a wrong-type lease:conn:a2: the acquire goes on');
+is($r->{doc}{lease}{connection}, 'a2', 'on a2 (the key was no lease)');
+is($redis->cmd('TYPE', 't49:lease:conn:a2'), 'string',
+   'the key is a lease again');
+my $OWNER2 = $r->{doc}{lease}{owner};
+is(lease($na, $LK2, { action => 'release', owner => $OWNER2,
+                      generation => 1 })->{status}, 200, 'released');
+
+$redis->cmd('SET', 't49:lease:conn:a2', '1 zz lk a2 x y z');
+$r = lease($nb, $LK2, { action => 'acquire' });
+is($r->{status}, 200, 'a garbage lease:conn:a2: the acquire goes on');
+is($r->{doc}{lease}{connection}, 'a2', 'on a2');
+$OWNER2 = $r->{doc}{lease}{owner};
+
+# lease:owner of the wrong type: that owner's lease is not found
+
+my $hash2 = sha256_hex($OWNER2);
+$redis->cmd('DEL', "t49:lease:owner:$hash2");
+$redis->cmd('HSET', "t49:lease:owner:$hash2", 'a', 'b');
+$r = lease($nb, $LK2, { action => 'renew', owner => $OWNER2,
+                        generation => 1 });
+is($r->{status}, 404, 'a wrong-type owner key: renew answers 404, not 503');
+$redis->cmd('DEL', "t49:lease:owner:$hash2");
+
+# counted and logged at a bounded rate
+
+ok(wait_for(sub { rejected($na) + rejected($nb) >= $r0 + 4 }),
+   'counted in omniroute_redis_records_rejected_total ('
+   . (rejected($na) + rejected($nb) - $r0) . ')');
+my $elapsed = time - $t0;
+for my $n ($na, $nb) {
+    my @l = grep { /rejected a lease key from Redis/ }
+            split /\n/, $n->error_log;
+    ok(@l >= 1 && @l <= int($elapsed / 2) + 1,
+       scalar(@l) . ' log line(s) in ' . sprintf('%.1f s', $elapsed));
+}
+
+$r = lease($na, $LK, { action => 'acquire' });
+is($r->{status}, 429, 'every connection leased: 429 (no 503)');
+
+$nb->done;
+$na->done;
+$redis->stop;
+
+done_testing;
