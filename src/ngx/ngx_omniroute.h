@@ -298,6 +298,8 @@ ngx_uint_t ngx_omniroute_routes_capped(ngx_omniroute_route_t *routes,
     ngx_uint_t n);
 ngx_int_t ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
     ngx_omniroute_main_conf_t *omcf, ngx_omniroute_target_t *t);
+ngx_uint_t ngx_omniroute_conn_serves(ngx_omniroute_connection_t *c,
+    ngx_str_t *model);
 ngx_omniroute_model_t *ngx_omniroute_model_lookup(
     ngx_omniroute_main_conf_t *omcf, ngx_str_t *name);
 ngx_omniroute_model_t *ngx_omniroute_find_model(
