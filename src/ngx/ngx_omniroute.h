@@ -272,6 +272,8 @@ extern ngx_module_t  ngx_http_omniroute_module;
 
 /* directives (conf/ngx_omniroute_conf.c) */
 char *ngx_omniroute_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_omniroute_conf_set_time(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 ngx_int_t ngx_omniroute_zone_default(ngx_conf_t *cf);
 char *ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd,
