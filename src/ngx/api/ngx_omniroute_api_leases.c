@@ -26,6 +26,8 @@
 static json_t *ngx_omniroute_api_lease_json(or_lease_t *l, or_msec_t now);
 static ngx_int_t ngx_omniroute_api_lease_revoke(
     ngx_omniroute_api_call_t *call, or_lease_t *l);
+static ngx_uint_t ngx_omniroute_api_lease_key(ngx_omniroute_main_conf_t *omcf,
+    const char *s, size_t len);
 
 
 static const char  *ngx_omniroute_api_lease_fields[] = {
@@ -53,6 +55,16 @@ ngx_omniroute_api_leases(ngx_omniroute_api_call_t *call)
         return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
                                       "unknown_connection",
                                       "unknown connection \"%V\"", &conn);
+    }
+
+    if (has_key
+        && !ngx_omniroute_api_lease_key(call->omcf, (const char *) key.data,
+                                        key.len))
+    {
+        /* as DELETE answers it */
+        return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
+                                      "unknown_key",
+                                      "unknown client key \"%V\"", &key);
     }
 
     if (ngx_omniroute_lease_list(&call->omcf->store, call->r->pool, &leases)
@@ -90,6 +102,32 @@ ngx_omniroute_api_leases(ngx_omniroute_api_call_t *call)
                           (json_int_t) json_array_size(list));
 
     return call->out ? NGX_OK : NGX_ERROR;
+}
+
+
+/* a declared client key's id */
+
+static ngx_uint_t
+ngx_omniroute_api_lease_key(ngx_omniroute_main_conf_t *omcf, const char *s,
+    size_t len)
+{
+    ngx_uint_t                   i;
+    ngx_omniroute_client_key_t  *key;
+
+    if (omcf->keys == NULL) {
+        return 0;
+    }
+
+    key = omcf->keys->keys.elts;
+
+    for (i = 0; i < omcf->keys->keys.nelts; i++) {
+        if (key[i].id.len == len && ngx_strncmp(key[i].id.data, s, len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 
@@ -173,23 +211,10 @@ ngx_omniroute_api_leases_revoke(ngx_omniroute_api_call_t *call)
         return call->out ? NGX_OK : NGX_ERROR;
     }
 
-    if (jk) {
-        for (i = 0; i < kc->keys.nelts; i++) {
-            if (((ngx_omniroute_client_key_t *) kc->keys.elts)[i].id.len
-                == len
-                && ngx_strncmp(((ngx_omniroute_client_key_t *)
-                                kc->keys.elts)[i].id.data, s, len) == 0)
-            {
-                break;
-            }
-        }
-
-        if (i == kc->keys.nelts) {
-            return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
-                                          "unknown_key",
-                                          "unknown client key \"%*s\"",
-                                          len, s);
-        }
+    if (jk && !ngx_omniroute_api_lease_key(call->omcf, s, len)) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
+                                      "unknown_key",
+                                      "unknown client key \"%*s\"", len, s);
     }
 
     if (ngx_omniroute_lease_list(&call->omcf->store, call->r->pool, &leases)
