@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# R-LEASE-1, R-EMERG-1: a client key's connections= narrow the candidates
+# R-LEASE-1: a client key's connections= narrow the candidates
 # and the per-connection counters follow the connection that was tried:
 # attempts, fallbacks and tokens of ok-2 and ok-3 are theirs, not those of
 # the model's first route ok-1 (always 503), and equal
