@@ -417,6 +417,13 @@ sub mixed_ok {
                       reason="none"\}\ (\d+)$/mx;
     return $n // 0;
 }
+my $list = OmniTest::json($t->get($gw, '/v1/models',
+                                  Authorization => "Bearer $LK",
+                                  'X-OmniRoute-Lease-Owner' => $OWNER,
+                                  'X-OmniRoute-Lease-Generation' => 3));
+is_deeply([sort map { $_->{id} } @{$list->{data} || []}],
+          ['alpha/m', 'mixed'],
+          'GET /v1/models with the lease: the names a2 serves');
 my @before = map { mixed_ok($_) } qw(a1 a2);
 $r = infer($LK, $OWNER, 3, model => 'mixed');
 is($r->{headers}{'x-omniroute-connection'}, 'a2', 'a combo, on the lease\'s a2');
