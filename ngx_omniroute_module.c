@@ -143,7 +143,7 @@ static ngx_command_t  ngx_omniroute_commands[] = {
 
     { ngx_string("omniroute_session_affinity"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
-      ngx_conf_set_msec_slot,
+      ngx_omniroute_conf_set_time,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_omniroute_loc_conf_t, session_affinity),
       NULL },
@@ -164,7 +164,7 @@ static ngx_command_t  ngx_omniroute_commands[] = {
 
     { ngx_string("omniroute_cache_affinity"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
-      ngx_conf_set_msec_slot,
+      ngx_omniroute_conf_set_time,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_omniroute_loc_conf_t, cache_affinity),
       NULL },

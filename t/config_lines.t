@@ -4,8 +4,11 @@
 # the directive concerned (not the closing "}" of http {}), naming the
 # directive or object, the value and the reason: the attempt location of
 # omniroute_pass (missing, without proxy_pass, served by omniroute_pass
-# itself), connections and combos that name unknown things, an API
-# location without a token, sizes out of range.
+# itself, not internal), connections and combos that name unknown things,
+# models and combos without a route, an empty egress=, client keys of a
+# location that are not declared, the 51st error rule, reasons, statuses
+# and times out of their range (listing what is valid), an API location
+# without a token, sizes out of range.
 
 use strict;
 use warnings;
@@ -191,6 +194,106 @@ check(<<"EOF" . $server, 'omniroute_model "a b"', qr/invalid model name "a b" of
     omniroute_model "a b" p/x;
 EOF
       'a model name with a space');
+
+check(<<"EOF", 'omniroute_pass;', qr/"omniroute_pass" of location "\/v1\/" names the attempt location "\/_omniroute", whose location "\/_omniroute" is not "internal" \(clients could reach the providers through it with the gateway's credentials\): add "internal;" to it/,
+    server {
+        listen 127.0.0.1:1;
+        location /v1/ {
+            omniroute_pass;
+        }
+        location /_omniroute { $params }
+    }
+EOF
+      'an attempt location without internal');
+
+check(<<"EOF" . $server, 'omniroute_model lonely', qr/model "lonely" has no route: provider "empty" of its target "empty\/m" has no connection \(declare "omniroute_connection NAME provider=empty \.\.\."\)/,
+    omniroute_provider empty url=http://127.0.0.1:1/v1;
+    omniroute_model lonely empty/m;
+EOF
+      'an alias whose provider has no connection');
+
+check(<<"EOF" . $server, 'omniroute_model narrow', qr/model "narrow" has no route: no connection may serve its target \(the "models=" of the 1 connection of provider "q" leave out "other"\)/,
+    omniroute_provider q url=http://127.0.0.1:1/v1;
+    omniroute_connection q1 provider=q key_file=%%TESTDIR%%/key
+                         models=only-this;
+    omniroute_model narrow q/other;
+EOF
+      'a connection models= list that leaves an alias with no route');
+
+check(<<"EOF" . $server, 'omniroute_combo dead', qr/combo "dead" has no route: provider "empty" of its target "empty\/a" has no connection/,
+    omniroute_provider empty url=http://127.0.0.1:1/v1;
+    omniroute_combo dead empty/a empty/b;
+EOF
+      'a combo with no route at all');
+
+check(<<"EOF" . $server, undef, undef, 'a combo with one target without a route passes');
+    omniroute_provider empty url=http://127.0.0.1:1/v1;
+    omniroute_combo half p/up empty/b;
+EOF
+
+check(<<"EOF" . $server, 'egress=', qr/empty "egress=" of connection "c2": expected the key of the connection's egress path/,
+    omniroute_connection c2 provider=p key_file=%%TESTDIR%%/key
+                         egress=;
+EOF
+      'an empty egress=');
+
+my $hash = '0' x 64;
+
+check(<<"EOF" . $server, 'omniroute_client_keys k9;', qr/"omniroute_client_keys" names unknown client key "k9"/,
+    omniroute_client_key k1 sha256=$hash;
+    server {
+        listen 127.0.0.1:3;
+        location /v1/ {
+            omniroute_pass;
+            omniroute_client_keys k9;
+        }
+        location /_omniroute { internal; $params }
+    }
+EOF
+      'omniroute_client_keys naming an unknown key');
+
+check(<<"EOF" . $server, 'omniroute_client_keys on;', qr/"omniroute_client_keys" is on but no "omniroute_client_key" is declared/,
+    server {
+        listen 127.0.0.1:3;
+        location /v1/ {
+            omniroute_pass;
+            omniroute_client_keys on;
+        }
+        location /_omniroute { internal; $params }
+    }
+EOF
+      'omniroute_client_keys on without keys');
+
+check(<<"EOF" . $server, 'reason=slow', qr/unknown reason in "reason=slow": expected rate_limit_exceeded, quota_exhausted, [a-z_, ]*server_error/,
+    omniroute_error_rule p status=500 reason=slow;
+EOF
+      'an unknown reason= lists the reasons');
+
+check(<<"EOF" . $server, 'status=700', qr/invalid parameter "status=700" of "omniroute_error_rule": expected an HTTP status 100\.\.599/,
+    omniroute_error_rule p status=700 reason=server_error;
+EOF
+      'status= out of range');
+
+check(<<"EOF" . $server, 'to=42', qr/invalid parameter "to=42" of "omniroute_restate": expected an HTTP status 100\.\.599/,
+    omniroute_restate p id=r1 from=400 to=42 marker=x;
+EOF
+      'to= out of range');
+
+check(<<"EOF" . $server, 'omniroute_session_affinity', qr/invalid value "soon" of "omniroute_session_affinity": expected a time \(a number with the unit ms, s, m, h or d, e\.g\. "30m"; 0: off\)/,
+    omniroute_session_affinity soon;
+EOF
+      'omniroute_session_affinity says what it expects');
+
+my $rules = join '', map { "    omniroute_error_rule p status=500 match=m$_"
+                           . " reason=server_error;\n" } 1 .. 51;
+
+check($rules . $server, 'match=m51 ', qr/provider "p" has more than 50 omniroute_error_rule rules/,
+      'the 51st error rule, at its line');
+
+check(<<"EOF" . $server, 'omniroute_redis', qr/"omniroute_redis" requires "omniroute_zone" \(the state it mirrors\)/,
+    omniroute_redis 127.0.0.1:6379;
+EOF
+      'omniroute_redis without a zone');
 
 check($server, undef, undef, 'the usual configuration passes');
 

@@ -408,6 +408,28 @@ is($r->{headers}{'x-omniroute-connection'}, 'a1',
 is(infer($LK, $OWNER, 3)->{headers}{'x-omniroute-connection'}, 'a2',
    'managed requests follow the lease');
 
+# the lease narrows "mixed" (a1, a2, b1) to a2: its counters are a2's
+sub mixed_ok {
+    my ($conn) = @_;
+    my $b = $t->get($gw, '/admin/metrics')->{body};
+    my ($n) = $b =~ /^omniroute_connection_attempts_total\{provider="alpha",
+                      connection="\Q$conn\E",model="mixed",
+                      reason="none"\}\ (\d+)$/mx;
+    return $n // 0;
+}
+my $list = OmniTest::json($t->get($gw, '/v1/models',
+                                  Authorization => "Bearer $LK",
+                                  'X-OmniRoute-Lease-Owner' => $OWNER,
+                                  'X-OmniRoute-Lease-Generation' => 3));
+is_deeply([sort map { $_->{id} } @{$list->{data} || []}],
+          ['alpha/m', 'mixed'],
+          'GET /v1/models with the lease: the names a2 serves');
+my @before = map { mixed_ok($_) } qw(a1 a2);
+$r = infer($LK, $OWNER, 3, model => 'mixed');
+is($r->{headers}{'x-omniroute-connection'}, 'a2', 'a combo, on the lease\'s a2');
+is(mixed_ok('a2') - $before[1], 1, 'its success is counted under a2');
+is(mixed_ok('a1') - $before[0], 0, 'not under a1, the combo\'s first route');
+
 # admin API
 
 $doc = admin_leases();
@@ -418,6 +440,13 @@ is_deeply([map { [$_->{connection}, $_->{key}, $_->{generation}] }
 ok(!grep({ /owner|hash/ } map { keys %$_ } @{$doc->{leases}}),
    'no owner, no hash');
 
+is(OmniTest::json($t->get($gw, '/admin/api/resilience/leases?key=lk'))
+       ->{count}, 1, 'GET ?key= of a declared key: its leases');
+is_error($t->get($gw, '/admin/api/resilience/leases?key=zz'),
+         404, 'unknown_key', 'GET ?key= of an unknown key: 404, as DELETE');
+is_error($t->http($gw, OmniTest::request_text('DELETE',
+                       '/admin/api/resilience/leases', '{"key":"zz"}')),
+         404, 'unknown_key', 'DELETE of an unknown key');
 is_error($t->http($gw, OmniTest::request_text('DELETE',
                        '/admin/api/resilience/leases', '{}',
                        'Content-Type' => 'application/json')),

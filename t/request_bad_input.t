@@ -24,7 +24,6 @@ $t->config(<<'EOF');
     omniroute_connection c1 provider=p key_file=%%TESTDIR%%/key;
 
     omniroute_model known p/known-up;
-    omniroute_model nobody empty/m;
 
     server {
         listen 127.0.0.1:%%PORT_gw%%;
@@ -73,7 +72,7 @@ is_error($t->post($gw, '/v1/chat/completions', '{"model":"gpt-9"}'),
          404, 'model_not_found', 'R-REQ-1 unknown model');
 is_error($t->post($gw, '/v1/chat/completions', '{"model":"ghost/x"}'),
          404, 'model_not_found', 'R-REQ-1 provider/model of no provider');
-is_error($t->post($gw, '/v1/chat/completions', '{"model":"nobody"}'),
+is_error($t->post($gw, '/v1/chat/completions', '{"model":"empty/m"}'),
          404, 'no_executable_targets',
          'R-REQ-6 a model no connection serves');
 is_error($t->post($gw, '/v1/chat/completions',

@@ -272,6 +272,8 @@ extern ngx_module_t  ngx_http_omniroute_module;
 
 /* directives (conf/ngx_omniroute_conf.c) */
 char *ngx_omniroute_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_omniroute_conf_set_time(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 ngx_int_t ngx_omniroute_zone_default(ngx_conf_t *cf);
 char *ngx_omniroute_provider(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -298,6 +300,8 @@ ngx_uint_t ngx_omniroute_routes_capped(ngx_omniroute_route_t *routes,
     ngx_uint_t n);
 ngx_int_t ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
     ngx_omniroute_main_conf_t *omcf, ngx_omniroute_target_t *t);
+ngx_uint_t ngx_omniroute_conn_serves(ngx_omniroute_connection_t *c,
+    ngx_str_t *model);
 ngx_omniroute_model_t *ngx_omniroute_model_lookup(
     ngx_omniroute_main_conf_t *omcf, ngx_str_t *name);
 ngx_omniroute_model_t *ngx_omniroute_find_model(

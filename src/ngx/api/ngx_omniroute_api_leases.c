@@ -42,6 +42,8 @@ static ngx_int_t ngx_omniroute_api_lease_end(ngx_omniroute_api_revoke_t *rv,
     ngx_omniroute_lease_op_t *op);
 static ngx_int_t ngx_omniroute_api_revoke_answer(
     ngx_omniroute_api_revoke_t *rv);
+static ngx_uint_t ngx_omniroute_api_lease_key(ngx_omniroute_main_conf_t *omcf,
+    const char *s, size_t len);
 
 
 static const char  *ngx_omniroute_api_lease_fields[] = {
@@ -69,6 +71,16 @@ ngx_omniroute_api_leases(ngx_omniroute_api_call_t *call)
         return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
                                       "unknown_connection",
                                       "unknown connection \"%V\"", &conn);
+    }
+
+    if (has_key
+        && !ngx_omniroute_api_lease_key(call->omcf, (const char *) key.data,
+                                        key.len))
+    {
+        /* as DELETE answers it */
+        return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
+                                      "unknown_key",
+                                      "unknown client key \"%V\"", &key);
     }
 
     if (ngx_omniroute_lease_list(&call->omcf->store, call->r->pool, &leases)
@@ -106,6 +118,32 @@ ngx_omniroute_api_leases(ngx_omniroute_api_call_t *call)
                           (json_int_t) json_array_size(list));
 
     return call->out ? NGX_OK : NGX_ERROR;
+}
+
+
+/* a declared client key's id */
+
+static ngx_uint_t
+ngx_omniroute_api_lease_key(ngx_omniroute_main_conf_t *omcf, const char *s,
+    size_t len)
+{
+    ngx_uint_t                   i;
+    ngx_omniroute_client_key_t  *key;
+
+    if (omcf->keys == NULL) {
+        return 0;
+    }
+
+    key = omcf->keys->keys.elts;
+
+    for (i = 0; i < omcf->keys->keys.nelts; i++) {
+        if (key[i].id.len == len && ngx_strncmp(key[i].id.data, s, len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 
@@ -190,23 +228,10 @@ ngx_omniroute_api_leases_revoke(ngx_omniroute_api_call_t *call)
         return call->out ? NGX_OK : NGX_ERROR;
     }
 
-    if (jk) {
-        for (i = 0; i < kc->keys.nelts; i++) {
-            if (((ngx_omniroute_client_key_t *) kc->keys.elts)[i].id.len
-                == len
-                && ngx_strncmp(((ngx_omniroute_client_key_t *)
-                                kc->keys.elts)[i].id.data, s, len) == 0)
-            {
-                break;
-            }
-        }
-
-        if (i == kc->keys.nelts) {
-            return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
-                                          "unknown_key",
-                                          "unknown client key \"%*s\"",
-                                          len, s);
-        }
+    if (jk && !ngx_omniroute_api_lease_key(call->omcf, s, len)) {
+        return ngx_omniroute_api_fail(call, NGX_HTTP_NOT_FOUND,
+                                      "unknown_key",
+                                      "unknown client key \"%*s\"", len, s);
     }
 
     if (ngx_omniroute_lease_list(&call->omcf->store, call->r->pool, &leases)

@@ -91,6 +91,8 @@ typedef struct {
 
 typedef struct {
     ngx_str_t                     addr;         /* as configured */
+    ngx_str_t                     file;         /* where, for nginx -t */
+    ngx_uint_t                    line;
     u_char                       *host;         /* NUL-terminated IP */
     ngx_int_t                     port;
     u_char                       *unix_path;    /* NUL-terminated, or NULL */

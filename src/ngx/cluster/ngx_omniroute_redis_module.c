@@ -233,8 +233,9 @@ ngx_omniroute_redis_init_main_conf(ngx_conf_t *cf, void *conf)
     omcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_omniroute_module);
 
     if (omcf == NULL || omcf->shm_zone == NULL) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"omniroute_redis\" requires \"omniroute_zone\"");
+        ngx_omniroute_conf_error(cf, &rmcf->file, rmcf->line,
+                                 "\"omniroute_redis\" requires "
+                                 "\"omniroute_zone\" (the state it mirrors)");
         return NGX_CONF_ERROR;
     }
 
@@ -467,6 +468,8 @@ ngx_omniroute_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     rmcf->addr = value[1];
+    rmcf->file = cf->conf_file->file.name;
+    rmcf->line = cf->conf_file->line;
 
     ngx_str_set(&name, "omniroute_redis");
 

@@ -43,6 +43,36 @@ ngx_omniroute_conf_error(ngx_conf_t *cf, ngx_str_t *file, ngx_uint_t line,
 }
 
 
+/*
+ * ngx_conf_set_msec_slot() whose invalid value says what is expected (an
+ * affinity's time, 0: off)
+ */
+
+char *
+ngx_omniroute_conf_set_time(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    char       *rv;
+    ngx_str_t  *value;
+
+    rv = ngx_conf_set_msec_slot(cf, cmd, conf);
+
+    if (rv == NGX_CONF_OK || rv == NGX_CONF_ERROR
+        || ngx_strcmp(rv, "invalid value") != 0)
+    {
+        return rv;
+    }
+
+    value = cf->args->elts;
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\" of \"%V\": expected a time "
+                       "(a number with the unit ms, s, m, h or d, e.g. "
+                       "\"30m\"; 0: off)", &value[1], &cmd->name);
+
+    return NGX_CONF_ERROR;
+}
+
+
 /* the current server answers its own errors as JSON */
 
 ngx_int_t
@@ -78,7 +108,8 @@ ngx_omniroute_json_server(ngx_conf_t *cf)
  * Each omniroute_pass's attempt location: the location a subrequest for
  * its URI finds in the same server (static tree, nested locations,
  * regular expressions, as ngx_http_core_find_location() walks them) must
- * exist and carry a content handler that is not omniroute_pass itself.
+ * exist, be internal and carry a content handler that is not
+ * omniroute_pass itself.
  */
 
 ngx_int_t
@@ -133,6 +164,21 @@ ngx_omniroute_check_conf(ngx_conf_t *cf)
                                      "}\")", &pc[i].location->name,
                                      &pc[i].pass_uri, &found->name,
                                      &pc[i].pass_uri);
+            return NGX_ERROR;
+        }
+
+        if (!found->internal) {
+            /* else a client could reach a provider with the gateway's key */
+            ngx_omniroute_conf_error(cf, &pc[i].file, pc[i].line,
+                                     "\"omniroute_pass\" of location \"%V\" "
+                                     "names the attempt location \"%V\", "
+                                     "whose location \"%V\" is not "
+                                     "\"internal\" (clients could reach the "
+                                     "providers through it with the "
+                                     "gateway's credentials): add "
+                                     "\"internal;\" to it",
+                                     &pc[i].location->name, &pc[i].pass_uri,
+                                     &found->name);
             return NGX_ERROR;
         }
 

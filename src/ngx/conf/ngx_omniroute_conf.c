@@ -612,6 +612,16 @@ ngx_omniroute_connection(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         if (ngx_strncmp(value[i].data, "egress=", 7) == 0) {
             c->egress.data = value[i].data + 7;
             c->egress.len = value[i].len - 7;
+
+            if (c->egress.len == 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "empty \"egress=\" of connection \"%V\": "
+                                   "expected the key of the connection's "
+                                   "egress path (omit it for the default "
+                                   "one)", &c->id);
+                return NGX_CONF_ERROR;
+            }
+
             continue;
         }
 

@@ -93,6 +93,8 @@ typedef struct ngx_omniroute_keys_loc_s {
     ngx_array_t                   names;        /* ngx_str_t; empty: all */
     u_char                       *allow;        /* keys by index (bitmap);
                                                    NULL: all */
+    ngx_str_t                     file;         /* where the directive */
+    ngx_uint_t                    line;         /* is, for nginx -t */
 } ngx_omniroute_keys_loc_t;
 
 

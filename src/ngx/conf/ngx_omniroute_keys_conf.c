@@ -442,6 +442,9 @@ ngx_omniroute_client_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    kl->file = cf->conf_file->file.name;
+    kl->line = cf->conf_file->line;
+
     value = cf->args->elts;
 
     if (cf->args->nelts == 2
@@ -797,9 +800,9 @@ ngx_omniroute_keys_merge(ngx_conf_t *cf, ngx_omniroute_loc_conf_t *prev,
     kl = conf->client_keys;
 
     if (kl && kl->mode == NGX_OMNIROUTE_KEYS_ON && nkeys == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"omniroute_client_keys\" is on but no "
-                           "\"omniroute_client_key\" is declared");
+        ngx_omniroute_conf_error(cf, &kl->file, kl->line,
+                                 "\"omniroute_client_keys\" is on but no "
+                                 "\"omniroute_client_key\" is declared");
         return NGX_CONF_ERROR;
     }
 
@@ -823,9 +826,10 @@ ngx_omniroute_keys_merge(ngx_conf_t *cf, ngx_omniroute_loc_conf_t *prev,
             }
 
             if (j == nkeys) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "\"omniroute_client_keys\" names unknown "
-                                   "client key \"%V\"", &name[i]);
+                ngx_omniroute_conf_error(cf, &kl->file, kl->line,
+                                         "\"omniroute_client_keys\" names "
+                                         "unknown client key \"%V\"",
+                                         &name[i]);
                 return NGX_CONF_ERROR;
             }
 

@@ -24,8 +24,8 @@ static ngx_int_t ngx_omniroute_init_routes(ngx_conf_t *cf,
     ngx_omniroute_main_conf_t *omcf);
 static ngx_int_t ngx_omniroute_init_emergency(ngx_conf_t *cf,
     ngx_omniroute_main_conf_t *omcf);
-static ngx_uint_t ngx_omniroute_conn_serves(ngx_omniroute_connection_t *c,
-    ngx_str_t *model);
+static ngx_int_t ngx_omniroute_routes_none(ngx_conf_t *cf,
+    ngx_omniroute_main_conf_t *omcf, ngx_omniroute_model_t *m);
 
 
 /*
@@ -180,6 +180,12 @@ ngx_omniroute_init_routes(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
             {
                 return NGX_ERROR;
             }
+        }
+
+        if (m[i].routes.nelts == 0
+            && ngx_omniroute_routes_none(cf, omcf, &m[i]) != NGX_OK)
+        {
+            return NGX_ERROR;
         }
 
         m[i].capped = ngx_omniroute_routes_capped(m[i].routes.elts,
@@ -434,9 +440,57 @@ ngx_omniroute_routes_add(ngx_pool_t *pool, ngx_array_t *routes,
 }
 
 
+/*
+ * A model or combo no connection may serve would answer every request
+ * with 404 no_executable_targets: an error at its line, saying why (its
+ * first target's provider has no connection, or their models= lists
+ * leave it out).
+ */
+
+static ngx_int_t
+ngx_omniroute_routes_none(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf,
+    ngx_omniroute_model_t *m)
+{
+    ngx_uint_t                   i, n;
+    ngx_omniroute_target_t      *t;
+    ngx_omniroute_provider_t    *p;
+    ngx_omniroute_connection_t  *c;
+
+    t = m->targets.elts;
+    p = (ngx_omniroute_provider_t *) omcf->providers.elts + t[0].provider;
+    c = omcf->connections.elts;
+    n = 0;
+
+    for (i = 0; i < omcf->connections.nelts; i++) {
+        n += (c[i].provider == t[0].provider);
+    }
+
+    if (n == 0) {
+        ngx_omniroute_conf_error(cf, &m->file, m->line,
+                                 "%s \"%V\" has no route: provider \"%V\" "
+                                 "of its target \"%V/%V\" has no "
+                                 "connection (declare \"omniroute_connection "
+                                 "NAME provider=%V ...\")",
+                                 m->combo ? "combo" : "model", &m->name,
+                                 &p->name, &p->name, &t[0].model, &p->name);
+        return NGX_ERROR;
+    }
+
+    ngx_omniroute_conf_error(cf, &m->file, m->line,
+                             "%s \"%V\" has no route: no connection may "
+                             "serve its target%s (the \"models=\" of the "
+                             "%ui connection%s of provider \"%V\" leave "
+                             "out \"%V\")",
+                             m->combo ? "combo" : "model", &m->name,
+                             m->targets.nelts > 1 ? "s" : "", n,
+                             n > 1 ? "s" : "", &p->name, &t[0].model);
+    return NGX_ERROR;
+}
+
+
 /* the connection may serve this upstream model (its models= list) */
 
-static ngx_uint_t
+ngx_uint_t
 ngx_omniroute_conn_serves(ngx_omniroute_connection_t *c, ngx_str_t *model)
 {
     ngx_str_t   *m;

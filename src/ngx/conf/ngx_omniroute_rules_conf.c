@@ -482,12 +482,26 @@ static ngx_int_t
 ngx_omniroute_reason_scope(ngx_conf_t *cf, ngx_str_t *arg,
     or_reason_e *reason, or_scope_e *scope)
 {
+    u_char      *p, buf[512];
+    ngx_uint_t   i;
+
     if (ngx_strncmp(arg->data, "reason=", 7) == 0) {
         *reason = or_classify_reason_parse((const char *) arg->data + 7,
                                            arg->len - 7);
         if (*reason == OR_REASON_COUNT || *reason == OR_REASON_NONE) {
+            p = buf;
+
+            for (i = 0; i < OR_REASON_COUNT; i++) {
+                if (i != OR_REASON_NONE) {
+                    p = ngx_slprintf(p, buf + sizeof(buf), "%s%s",
+                                     p == buf ? "" : ", ",
+                                     or_reason_name((or_reason_e) i));
+                }
+            }
+
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "unknown reason in \"%V\"", arg);
+                               "unknown reason in \"%V\": expected %*s",
+                               arg, (size_t) (p - buf), buf);
             return NGX_ERROR;
         }
 
@@ -578,7 +592,7 @@ ngx_omniroute_error_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         if (!is_default && ngx_strncmp(value[i].data, "status=", 7) == 0) {
             n = ngx_atoi(value[i].data + 7, value[i].len - 7);
             if (n < 100 || n > 599) {
-                goto invalid;
+                goto range;
             }
 
             r->oprule.status = (int) n;
@@ -600,6 +614,13 @@ ngx_omniroute_error_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     return NGX_CONF_OK;
+
+range:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid parameter \"%V\" of \"%V\": expected an "
+                       "HTTP status 100..599", &value[i], &cmd->name);
+    return NGX_CONF_ERROR;
 
 invalid:
 
@@ -659,7 +680,11 @@ ngx_omniroute_restate(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         if (ngx_strncmp(value[i].data, "to=", 3) == 0) {
             n = ngx_atoi(value[i].data + 3, value[i].len - 3);
             if (n < 100 || n > 599) {
-                goto invalid;
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid parameter \"%V\" of "
+                                   "\"omniroute_restate\": expected an HTTP "
+                                   "status 100..599", &value[i]);
+                return NGX_CONF_ERROR;
             }
 
             r->restate.to_status = (int) n;
@@ -719,7 +744,7 @@ ngx_int_t
 ngx_omniroute_rules_init(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
 {
     size_t                      bad;
-    ngx_uint_t                  i, j;
+    ngx_uint_t                  i, j, n;
     const char                 *err;
     or_oprule_t                *op;
     or_restate_rule_t          *rs;
@@ -808,10 +833,27 @@ ngx_omniroute_rules_init(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
         if (or_oprules_validate(p[j].oprules.elts, p[j].oprules.nelts, &bad)
             != NULL)
         {
-            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                          "provider \"%V\" has more than %d "
-                          "omniroute_error_rule rules", &p[j].name,
-                          OR_OPRULES_MAX);
+            /* at the first rule too many */
+
+            for (i = 0, n = 0; i < omcf->rules.nelts; i++) {
+                if (r[i].type == NGX_OMNIROUTE_RULE_OPERATOR
+                    && r[i].provider.len == p[j].name.len
+                    && ngx_strncmp(r[i].provider.data, p[j].name.data,
+                                   p[j].name.len) == 0
+                    && ++n > OR_OPRULES_MAX)
+                {
+                    break;
+                }
+            }
+
+            if (i == omcf->rules.nelts) {
+                i--;    /* not the count (checked rule by rule above) */
+            }
+
+            ngx_omniroute_conf_error(cf, &r[i].file, r[i].line,
+                                     "provider \"%V\" has more than %d "
+                                     "omniroute_error_rule rules",
+                                     &p[j].name, OR_OPRULES_MAX);
             return NGX_ERROR;
         }
 

@@ -136,10 +136,14 @@ ngx_omniroute_client_key_check(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                                          "key_not_allowed", (char *) msg);
     }
 
-    /* the normalized URI: dot segments resolved, escapes decoded */
+    /*
+     * the normalized URI: dot segments resolved, escapes decoded; the
+     * location's model list is open to any key (models.c)
+     */
 
     if (!or_keys_match_path(key->paths.elts, key->paths.nelts,
-                            (const char *) r->uri.data, r->uri.len))
+                            (const char *) r->uri.data, r->uri.len)
+        && !ngx_omniroute_models_asked(r, ctx->lcf))
     {
         msg = ngx_pnalloc(r->pool, key->id.len + r->uri.len + 64);
         if (msg == NULL) {

@@ -332,6 +332,8 @@ ngx_int_t ngx_omniroute_attempt_body(ngx_http_request_t *r,
 /* models.c: GET <location>/models, other methods than POST */
 ngx_int_t ngx_omniroute_models_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_models_handler(ngx_http_request_t *r);
+ngx_uint_t ngx_omniroute_models_asked(ngx_http_request_t *r,
+    ngx_omniroute_loc_conf_t *lcf);
 
 /* stream.c: streamed responses: commit point, keep-alives, the watch,
  * in-band errors, the end of a stream */

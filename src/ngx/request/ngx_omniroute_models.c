@@ -25,6 +25,10 @@ static ngx_int_t ngx_omniroute_models_tail(ngx_http_request_t *r,
     ngx_omniroute_loc_conf_t *lcf, ngx_str_t *id);
 static ngx_int_t ngx_omniroute_models_add(ngx_array_t *ids, ngx_str_t *name);
 static ngx_uint_t ngx_omniroute_models_limited(ngx_http_request_t *r);
+static ngx_uint_t ngx_omniroute_models_conn(ngx_omniroute_auth_t *auth,
+    ngx_omniroute_main_conf_t *omcf, ngx_omniroute_connection_t *conn);
+static ngx_uint_t ngx_omniroute_models_routable(ngx_omniroute_auth_t *auth,
+    ngx_omniroute_main_conf_t *omcf, ngx_str_t *id);
 static ngx_uint_t ngx_omniroute_models_allowed(ngx_http_request_t *r,
     ngx_str_t *id);
 static ngx_int_t ngx_omniroute_models_of_key(ngx_http_request_t *r,
@@ -230,6 +234,24 @@ ngx_omniroute_models_tail(ngx_http_request_t *r,
 }
 
 
+/*
+ * A GET or HEAD of the location's model list (or one of its models): a
+ * client key's paths= do not apply to it, any key the location admits may
+ * list the models it may use (client_keys.c asks).
+ */
+
+ngx_uint_t
+ngx_omniroute_models_asked(ngx_http_request_t *r,
+    ngx_omniroute_loc_conf_t *lcf)
+{
+    ngx_str_t  id;
+
+    return (r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))
+           && lcf->models != NGX_OMNIROUTE_MODELS_OFF
+           && ngx_omniroute_models_tail(r, lcf, &id) == NGX_OK;
+}
+
+
 ngx_int_t
 ngx_omniroute_models_handler(ngx_http_request_t *r)
 {
@@ -288,7 +310,10 @@ ngx_omniroute_models_handler(ngx_http_request_t *r)
 }
 
 
-/* the request's client key limits the models it may ask for */
+/*
+ * The request's client key limits the list: its models=, its
+ * connections= or the connection of the lease it presents.
+ */
 
 static ngx_uint_t
 ngx_omniroute_models_limited(ngx_http_request_t *r)
@@ -297,7 +322,90 @@ ngx_omniroute_models_limited(ngx_http_request_t *r)
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
 
-    return ctx && ctx->auth && ctx->auth->key->models.nelts;
+    return ctx && ctx->auth
+           && (ctx->auth->key->models.nelts || ctx->auth->key->conns
+               || ctx->auth->managed);
+}
+
+
+/* the request may use this connection (its key's connections=, a lease) */
+
+static ngx_uint_t
+ngx_omniroute_models_conn(ngx_omniroute_auth_t *auth,
+    ngx_omniroute_main_conf_t *omcf, ngx_omniroute_connection_t *conn)
+{
+    if (!ngx_omniroute_keys_conn_allowed(auth->key, omcf, conn)) {
+        return 0;
+    }
+
+    return !auth->managed
+           || (conn->id.len == auth->lease.conn_len
+               && ngx_memcmp(conn->id.data, auth->lease.conn, conn->id.len)
+                  == 0);
+}
+
+
+/*
+ * A name of the list has a route the request may take: an alias or combo
+ * one of its routes, a "provider/model" one of the provider's connections
+ * that serves the model (what planning would find, before any state).
+ */
+
+static ngx_uint_t
+ngx_omniroute_models_routable(ngx_omniroute_auth_t *auth,
+    ngx_omniroute_main_conf_t *omcf, ngx_str_t *id)
+{
+    u_char                      *slash;
+    ngx_int_t                    pi;
+    ngx_str_t                    pname, model;
+    ngx_uint_t                   i;
+    ngx_omniroute_model_t       *m;
+    ngx_omniroute_route_t       *rt;
+    ngx_omniroute_connection_t  *c;
+
+    m = ngx_omniroute_model_lookup(omcf, id);
+
+    if (m) {
+        rt = m->routes.elts;
+
+        for (i = 0; i < m->routes.nelts; i++) {
+            if (ngx_omniroute_models_conn(auth, omcf, rt[i].conn)) {
+                return 1;
+            }
+        }
+
+        return 0;
+    }
+
+    slash = ngx_strlchr(id->data, id->data + id->len, '/');
+
+    if (slash == NULL) {
+        return 0;
+    }
+
+    pname.data = id->data;
+    pname.len = slash - id->data;
+    model.data = slash + 1;
+    model.len = id->data + id->len - model.data;
+
+    pi = ngx_omniroute_provider_lookup(omcf, &pname);
+
+    if (pi == NGX_ERROR) {
+        return 0;
+    }
+
+    c = omcf->connections.elts;
+
+    for (i = 0; i < omcf->connections.nelts; i++) {
+        if (c[i].provider == (ngx_uint_t) pi
+            && ngx_omniroute_conn_serves(&c[i], &model)
+            && ngx_omniroute_models_conn(auth, omcf, &c[i]))
+        {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 
@@ -305,6 +413,7 @@ static ngx_uint_t
 ngx_omniroute_models_allowed(ngx_http_request_t *r, ngx_str_t *id)
 {
     ngx_omniroute_ctx_t         *ctx;
+    ngx_omniroute_main_conf_t   *omcf;
     ngx_omniroute_client_key_t  *key;
 
     if (!ngx_omniroute_models_limited(r)) {
@@ -312,14 +421,27 @@ ngx_omniroute_models_allowed(ngx_http_request_t *r, ngx_str_t *id)
     }
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
     key = ctx->auth->key;
 
-    return or_keys_match_name(key->models.elts, key->models.nelts,
-                              (const char *) id->data, id->len);
+    if (!or_keys_match_name(key->models.elts, key->models.nelts,
+                            (const char *) id->data, id->len))
+    {
+        return 0;
+    }
+
+    if (key->conns == NULL && !ctx->auth->managed) {
+        return 1;
+    }
+
+    return ngx_omniroute_models_routable(ctx->auth, omcf, id);
 }
 
 
-/* the list of a key with models=: only the names it may ask for */
+/*
+ * The list of a limited key: only the names it may ask for and that have
+ * a route on a connection it may use.
+ */
 
 static ngx_int_t
 ngx_omniroute_models_of_key(ngx_http_request_t *r,

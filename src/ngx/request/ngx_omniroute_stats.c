@@ -163,7 +163,7 @@ static ngx_omniroute_mpair_t *
 ngx_omniroute_pair(ngx_http_request_t *r, ngx_omniroute_mzone_t *mz,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a)
 {
-    ngx_uint_t                  m, ri, ci;
+    ngx_uint_t                  m, ri, ci, base;
     ngx_omniroute_main_conf_t  *omcf;
 
     omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
@@ -190,10 +190,32 @@ ngx_omniroute_pair(ngx_http_request_t *r, ngx_omniroute_mzone_t *mz,
 
     if (ctx->entry) {
         m = ctx->entry - (ngx_omniroute_model_t *) omcf->models.elts;
-        ri = a->cand->route - ctx->routes;
 
-        if (m < mz->ndeclared && ri < ctx->nroutes) {
-            return &mz->sh->pairs[mz->route_pair[mz->route_base[m] + ri]];
+        if (m >= mz->ndeclared) {
+            return NULL;
+        }
+
+        base = mz->route_base[m];
+
+        if (ctx->routes == ctx->entry->routes.elts) {
+            /* the model's own routes: the route's index is its pair's */
+
+            ri = a->cand->route - ctx->routes;
+
+            return (ri < ctx->nroutes)
+                   ? &mz->sh->pairs[mz->route_pair[base + ri]] : NULL;
+        }
+
+        /*
+         * a copy of the routes, narrowed by a client key's connections=
+         * or a lease: the pair is the model's on the connection that was
+         * attempted (pairs are one per model and connection)
+         */
+
+        for (ri = 0; ri < ctx->entry->routes.nelts; ri++) {
+            if (mz->pair_conn[mz->route_pair[base + ri]] == ci) {
+                return &mz->sh->pairs[mz->route_pair[base + ri]];
+            }
         }
 
         return NULL;
