@@ -41,7 +41,8 @@ typedef enum {
     OR_JSON_M_STREAM_OPTIONS,
     OR_JSON_M_BACKGROUND,
     OR_JSON_M_TOOLS,
-    OR_JSON_M_FIND
+    OR_JSON_M_FIND,
+    OR_JSON_M_VARIANT           /* one of them but for case */
 } or_json_member_e;
 
 
@@ -78,6 +79,8 @@ static const unsigned char *or_json_literal(const unsigned char *p,
     const unsigned char *last, const char *lit, size_t n, const char **err);
 static or_json_member_e or_json_member(const unsigned char *key, size_t len,
     unsigned escaped, or_json_find_t *find);
+static int or_json_fold_eq(const char *k, size_t klen, const char *name,
+    size_t nlen);
 static or_json_type_e or_json_type_of(unsigned char c);
 static int or_json_hex4(const unsigned char *p, uint32_t *cp);
 
@@ -132,7 +135,8 @@ static const or_json_name_t  or_json_names[] = {
 
 
 static const char  *or_json_rc_names[] = {
-    "ok", "empty", "syntax", "not_object", "dup_model", "too_deep"
+    "ok", "empty", "syntax", "not_object", "dup_model", "too_deep",
+    "case_variant"
 };
 
 
@@ -974,7 +978,80 @@ or_json_member(const unsigned char *key, size_t len, unsigned escaped,
         }
     }
 
+    /* not one of them: one of them but for case? (R-NAME-2) */
+
+    for (i = 1; i < sizeof(or_json_names) / sizeof(or_json_name_t); i++) {
+        if (len >= or_json_names[i].len && len <= 3 * or_json_names[i].len
+            && or_json_fold_eq(k, len, or_json_names[i].name,
+                               or_json_names[i].len))
+        {
+            return OR_JSON_M_VARIANT;
+        }
+    }
+
     return OR_JSON_M_NONE;
+}
+
+
+/*
+ * k[0, klen) folds to the lowercase ASCII name[0, nlen) as a decoder
+ * matching keys case-insensitively would fold it (Go's encoding/json
+ * does): ASCII letters of either case, and the four non-ASCII letters
+ * whose simple case folding is an ASCII one -- U+017F (long s) as 's',
+ * U+212A (Kelvin sign) as 'k', U+0130 and U+0131 (dotted and dotless I)
+ * as 'i'.
+ */
+
+static int
+or_json_fold_eq(const char *k, size_t klen, const char *name, size_t nlen)
+{
+    size_t          i, j;
+    unsigned char   c, f;
+
+    i = 0;
+
+    for (j = 0; j < nlen; j++) {
+
+        if (i >= klen) {
+            return 0;
+        }
+
+        c = (unsigned char) k[i];
+
+        if (c < 0x80) {
+            f = (c >= 'A' && c <= 'Z') ? (unsigned char) (c | 0x20) : c;
+            i++;
+
+        } else if (c == 0xc5 && i + 1 < klen
+                   && (unsigned char) k[i + 1] == 0xbf)
+        {
+            f = 's';
+            i += 2;
+
+        } else if (c == 0xc4 && i + 1 < klen
+                   && ((unsigned char) k[i + 1] == 0xb0
+                       || (unsigned char) k[i + 1] == 0xb1))
+        {
+            f = 'i';
+            i += 2;
+
+        } else if (c == 0xe2 && i + 2 < klen
+                   && (unsigned char) k[i + 1] == 0x84
+                   && (unsigned char) k[i + 2] == 0xaa)
+        {
+            f = 'k';
+            i += 3;
+
+        } else {
+            return 0;
+        }
+
+        if (f != (unsigned char) name[j]) {
+            return 0;
+        }
+    }
+
+    return i == klen;
 }
 
 
@@ -1094,8 +1171,8 @@ or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out,
     or_json_find_t *find)
 {
     int                   in_object, top_object, model_seen, dup, again,
-                          in_tools;
-    size_t                depth, dup_at;
+                          in_tools, variant;
+    size_t                depth, dup_at, variant_at;
     unsigned              escaped;
     const char           *err;
     unsigned char         stack[OR_JSON_MAX_DEPTH / 8];   /* 1: object */
@@ -1131,6 +1208,8 @@ or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out,
     in_tools = 0;
     dup = 0;
     dup_at = 0;
+    variant = 0;
+    variant_at = 0;
     escaped = 0;
     mstart = p;
     mkey = p;
@@ -1305,6 +1384,12 @@ done_value:
             return OR_JSON_DUP_MODEL;
         }
 
+        if (variant) {
+            out->error_at = variant_at;
+            out->error = "a member differs only by case from one read";
+            return OR_JSON_CASE_VARIANT;
+        }
+
         return top_object ? OR_JSON_OK : OR_JSON_NOT_OBJECT;
     }
 
@@ -1371,6 +1456,14 @@ key:
             }
 
             model_seen = 1;
+
+        } else if (member == OR_JSON_M_VARIANT) {
+            if (!variant) {
+                variant = 1;
+                variant_at = kstart - start;
+            }
+
+            member = OR_JSON_M_NONE;
         }
     }
 
