@@ -57,6 +57,8 @@ typedef struct {
 typedef struct {
     const char        *name;
     size_t             len;
+    size_t             fold;    /* the most bytes a case variant adds: 1
+                                   per 's' and 'i', 2 per 'k' */
 } or_json_name_t;
 
 
@@ -79,6 +81,8 @@ static const unsigned char *or_json_literal(const unsigned char *p,
     const unsigned char *last, const char *lit, size_t n, const char **err);
 static or_json_member_e or_json_member(const unsigned char *key, size_t len,
     unsigned escaped, or_json_find_t *find);
+static or_json_member_e or_json_member_variant(const char *k, size_t len);
+static int or_json_member_fold(const char *k, size_t len, size_t m);
 static int or_json_fold_eq(const char *k, size_t klen, const char *name,
     size_t nlen);
 static or_json_type_e or_json_type_of(unsigned char c);
@@ -125,12 +129,12 @@ static const char  or_json_unterm[] = "unterminated string";
 
 /* the top-level members or_json_scan() reports, by or_json_member_e */
 static const or_json_name_t  or_json_names[] = {
-    { NULL, 0 },
-    { "model", 5 },
-    { "stream", 6 },
-    { "stream_options", 14 },
-    { "background", 10 },
-    { "tools", 5 }
+    { NULL, 0, 0 },
+    { "model", 5, 0 },
+    { "stream", 6, 1 },
+    { "stream_options", 14, 3 },
+    { "background", 10, 2 },
+    { "tools", 5, 1 }
 };
 
 
@@ -980,16 +984,73 @@ or_json_member(const unsigned char *key, size_t len, unsigned escaped,
 
     /* not one of them: one of them but for case? (R-NAME-2) */
 
-    for (i = 1; i < sizeof(or_json_names) / sizeof(or_json_name_t); i++) {
-        if (len >= or_json_names[i].len && len <= 3 * or_json_names[i].len
-            && or_json_fold_eq(k, len, or_json_names[i].name,
-                               or_json_names[i].len))
-        {
-            return OR_JSON_M_VARIANT;
-        }
+    return or_json_member_variant(k, len);
+}
+
+
+/*
+ * The first byte says which name a case variant could be (no name
+ * begins with i or k, so a first byte of 0xc4 or 0xe2 never folds to
+ * one); most keys stop there or at the length.  Out of line: the scan's
+ * hot loop keeps its registers.
+ */
+
+static __attribute__((noinline)) or_json_member_e
+or_json_member_variant(const char *k, size_t len)
+{
+    size_t          i;
+    unsigned char   c;
+
+    if (len < 5) {
+        /* the shortest names, "model" and "tools" */
+        return OR_JSON_M_NONE;
     }
 
-    return OR_JSON_M_NONE;
+    c = (unsigned char) k[0];
+
+    switch ((c < 0x80) ? (c | 0x20) : c) {
+
+    case 'm':
+        i = OR_JSON_M_MODEL;
+        break;
+
+    case 's':
+    case 0xc5:      /* U+017F, long s */
+        if (or_json_member_fold(k, len, OR_JSON_M_STREAM)) {
+            return OR_JSON_M_VARIANT;
+        }
+
+        i = OR_JSON_M_STREAM_OPTIONS;
+        break;
+
+    case 'b':
+        i = OR_JSON_M_BACKGROUND;
+        break;
+
+    case 't':
+        i = OR_JSON_M_TOOLS;
+        break;
+
+    default:
+        return OR_JSON_M_NONE;
+    }
+
+    return or_json_member_fold(k, len, i) ? OR_JSON_M_VARIANT
+                                          : OR_JSON_M_NONE;
+}
+
+
+/* k[0, len) is a case variant of the name of member m */
+
+static int
+or_json_member_fold(const char *k, size_t len, size_t m)
+{
+    const or_json_name_t  *n;
+
+    n = &or_json_names[m];
+
+    return len >= n->len && len <= n->len + n->fold
+           && or_json_fold_eq(k, len, n->name, n->len);
 }
 
 
@@ -1171,8 +1232,8 @@ or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out,
     or_json_find_t *find)
 {
     int                   in_object, top_object, model_seen, dup, again,
-                          in_tools, variant;
-    size_t                depth, dup_at, variant_at;
+                          in_tools;
+    size_t                depth, dup_at;
     unsigned              escaped;
     const char           *err;
     unsigned char         stack[OR_JSON_MAX_DEPTH / 8];   /* 1: object */
@@ -1208,8 +1269,6 @@ or_json_scan_text(const char *buf, size_t len, or_json_scan_t *out,
     in_tools = 0;
     dup = 0;
     dup_at = 0;
-    variant = 0;
-    variant_at = 0;
     escaped = 0;
     mstart = p;
     mkey = p;
@@ -1384,9 +1443,8 @@ done_value:
             return OR_JSON_DUP_MODEL;
         }
 
-        if (variant) {
-            out->error_at = variant_at;
-            out->error = "a member differs only by case from one read";
+        if (out->error != NULL) {
+            /* the first case variant, kept in out (see the key) */
             return OR_JSON_CASE_VARIANT;
         }
 
@@ -1458,9 +1516,14 @@ key:
             model_seen = 1;
 
         } else if (member == OR_JSON_M_VARIANT) {
-            if (!variant) {
-                variant = 1;
-                variant_at = kstart - start;
+            /*
+             * Kept in out, not in locals, off the registers of the hot
+             * loop: any error met later overwrites both.
+             */
+
+            if (out->error == NULL) {
+                out->error_at = kstart - start;
+                out->error = "a member differs only by case from one read";
             }
 
             member = OR_JSON_M_NONE;
