@@ -6,10 +6,11 @@
  * kept as SHA-256 hashes with their limits (models, connections, path
  * prefixes, the lease:exclusive scope); "omniroute_client_keys" per
  * location; "omniroute_session_leases" (the lease lifecycle endpoint);
- * "omniroute_lease_ttl"; "omniroute_client_key_brake".  A small zone of its own ("omniroute_keys")
- * holds the per-key request counters, the brake on failed key checks
- * per client address, and the lock that serializes the
- * lifecycle of leases (see ngx_omniroute_lease_store.h).
+ * "omniroute_lease_ttl"; "omniroute_client_key_brake".  A small zone of
+ * its own ("omniroute_keys") holds the per-key request counters, the
+ * brake on failed key checks per client address (R-BRAKE-1), and the
+ * lock that serializes the lifecycle of leases (see
+ * ngx_omniroute_lease_store.h).
  *
  * Shared by request/ (authentication, limits, leases), api/ (leases,
  * metrics) and cluster/ (leases in Redis).

@@ -67,6 +67,8 @@ ngx_omniroute_keys_conf(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
      * set by ngx_pcalloc():
      *
      *     kc->lease_keys = 0;
+     *     kc->brake = { 0, 0 };
+     *     kc->brake_set = 0;
      *     kc->shm_zone = NULL;
      *     kc->sh = NULL;
      *     kc->shpool = NULL;
