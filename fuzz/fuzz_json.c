@@ -12,7 +12,13 @@
  *     refuses, or parses a top-level object to another model or stream
  *     (compared decoded and as jansson values), or DUP_MODEL disagrees
  *     with the number of top-level "model" keys (counted member by member
- *     with jansson, which itself keeps the last duplicate);
+ *     with jansson, which itself keeps the last duplicate), or
+ *     CASE_VARIANT disagrees with the top-level keys that fold to a
+ *     member read but are not it (folded here on their own, from
+ *     jansson's decoded keys: ASCII case, U+017F, U+212A, U+0130, U+0131);
+ *   - or_name_check() disagrees with a byte-by-byte reading of the
+ *     decoded model, or or_name_escape() writes a byte a log line must
+ *     not quote, or more than or_name_escaped_len();
  *   - the scanner accepts what jansson refuses for a reason that is not a
  *     deliberate difference: a NUL byte in a key, an integer or real
  *     overflow, an invalid Unicode escape (lone surrogate), the depth
@@ -36,6 +42,7 @@
 #include <jansson.h>
 
 #include "or_json.h"
+#include "or_name.h"
 #include "or_splice.h"
 
 
@@ -55,7 +62,9 @@ static int fuzz_deliberate(const json_error_t *err);
 static size_t fuzz_ws(const char *buf, size_t size, size_t p);
 static json_t *fuzz_next(const char *buf, size_t size, size_t *p);
 static size_t fuzz_walk(const char *buf, size_t size, json_t **model,
-    json_t **stream, json_t **tools);
+    json_t **stream, json_t **tools, size_t *variants);
+static int fuzz_variant(const char *k, size_t len);
+static void fuzz_name(const char *s, size_t len);
 static void fuzz_same(const char *buf, const json_t *j,
     const or_json_value_t *v);
 static void fuzz_quote(const char *buf, size_t size);
@@ -99,6 +108,15 @@ fuzz_invariants(const char *buf, size_t size, or_json_rc_e rc,
         if (s->error == NULL || s->error_at >= size
             || buf[s->error_at] != '"' || s->model.type == OR_JSON_ABSENT
             || s->error_at < s->model.end)
+        {
+            abort();
+        }
+
+        break;
+
+    case OR_JSON_CASE_VARIANT:
+        if (s->error == NULL || s->error_at >= size
+            || buf[s->error_at] != '"')
         {
             abort();
         }
@@ -239,7 +257,9 @@ fuzz_value(const char *buf, size_t size, const or_json_value_t *v)
     rc = or_json_scan(p, len, &s);
 
     if (v->type == OR_JSON_OBJECT) {
-        if (rc != OR_JSON_OK && rc != OR_JSON_DUP_MODEL) {
+        if (rc != OR_JSON_OK && rc != OR_JSON_DUP_MODEL
+            && rc != OR_JSON_CASE_VARIANT)
+        {
             abort();
         }
 
@@ -295,6 +315,7 @@ fuzz_prefix(const char *buf, size_t size, or_json_rc_e rc,
     case OR_JSON_OK:
     case OR_JSON_NOT_OBJECT:
     case OR_JSON_DUP_MODEL:
+    case OR_JSON_CASE_VARIANT:
     case OR_JSON_EMPTY:
         break;
 
@@ -365,7 +386,7 @@ fuzz_next(const char *buf, size_t size, size_t *p)
 
 static size_t
 fuzz_walk(const char *buf, size_t size, json_t **model, json_t **stream,
-    json_t **tools)
+    json_t **tools, size_t *variants)
 {
     size_t   p, n;
     json_t  *key, *val;
@@ -373,6 +394,7 @@ fuzz_walk(const char *buf, size_t size, json_t **model, json_t **stream,
     *model = NULL;
     *stream = NULL;
     *tools = NULL;
+    *variants = 0;
     n = 0;
 
     p = fuzz_ws(buf, size, 0);
@@ -401,6 +423,9 @@ fuzz_walk(const char *buf, size_t size, json_t **model, json_t **stream,
 
         p = fuzz_ws(buf, size, p + 1);
         val = fuzz_next(buf, size, &p);
+
+        *variants += fuzz_variant(json_string_value(key),
+                                  json_string_length(key));
 
         if (json_string_length(key) == 5
             && memcmp(json_string_value(key), "model", 5) == 0)
@@ -438,6 +463,134 @@ fuzz_walk(const char *buf, size_t size, json_t **model, json_t **stream,
 
         abort();
     }
+}
+
+
+/*
+ * A key that folds to one of the members read without being it: folded
+ * into a buffer first (each of the four non-ASCII letters to its ASCII
+ * one, ASCII to lowercase; anything else kept, so it never matches).
+ */
+
+static int
+fuzz_variant(const char *k, size_t len)
+{
+    size_t                i, n;
+    char                  f[64];
+    const unsigned char  *u;
+    static const char    *names[] = {
+        "model", "stream", "stream_options", "background", "tools", NULL
+    };
+    const char          **name;
+
+    for (name = names; *name; name++) {
+        if (len == strlen(*name) && memcmp(k, *name, len) == 0) {
+            return 0;
+        }
+    }
+
+    u = (const unsigned char *) k;
+    n = 0;
+
+    for (i = 0; i < len && n < sizeof(f); n++) {
+        if (i + 1 < len && u[i] == 0xc5 && u[i + 1] == 0xbf) {
+            f[n] = 's';
+            i += 2;
+
+        } else if (i + 1 < len && u[i] == 0xc4
+                   && (u[i + 1] == 0xb0 || u[i + 1] == 0xb1))
+        {
+            f[n] = 'i';
+            i += 2;
+
+        } else if (i + 2 < len && u[i] == 0xe2 && u[i + 1] == 0x84
+                   && u[i + 2] == 0xaa)
+        {
+            f[n] = 'k';
+            i += 3;
+
+        } else {
+            f[n] = (u[i] >= 'A' && u[i] <= 'Z') ? (char) (u[i] + 32)
+                                                : (char) u[i];
+            i++;
+        }
+    }
+
+    if (i < len) {
+        return 0;
+    }
+
+    for (name = names; *name; name++) {
+        if (n == strlen(*name) && memcmp(f, *name, n) == 0) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/* R-NAME-1: the check and the escape of a decoded value */
+
+static void
+fuzz_name(const char *s, size_t len)
+{
+    size_t          i, at, n, want_at;
+    char           *e;
+    or_name_rc_e    rc, want;
+    unsigned char   c;
+
+    want = (len == 0) ? OR_NAME_EMPTY : OR_NAME_OK;
+    want_at = 0;
+
+    for (i = 0; i < len && i < OR_NAME_MODEL_MAX; i++) {
+        c = (unsigned char) s[i];
+
+        if (c < 0x20 || c == 0x7f) {
+            want = OR_NAME_CONTROL;
+            want_at = i;
+            break;
+        }
+
+        if (c == 0x20 || c >= 0x80) {
+            want = OR_NAME_NOT_PRINTABLE;
+            want_at = i;
+            break;
+        }
+    }
+
+    if (want == OR_NAME_OK && len > OR_NAME_MODEL_MAX) {
+        want = OR_NAME_TOO_LONG;
+        want_at = OR_NAME_MODEL_MAX;
+    }
+
+    rc = or_name_check(s, len, OR_NAME_MODEL_MAX, &at);
+
+    if (rc != want || at != want_at
+        || (rc == OR_NAME_OK && or_name_has_control(s, len)))
+    {
+        abort();
+    }
+
+    n = or_name_escaped_len(s, len);
+    e = malloc(n + 1);
+    if (e == NULL) {
+        abort();
+    }
+
+    if (or_name_escape(e, n, s, len) != n) {
+        abort();
+    }
+
+    for (i = 0; i < n; i++) {
+        c = (unsigned char) e[i];
+
+        if (c < 0x20 || c >= 0x7f || c == '"') {
+            abort();
+        }
+    }
+
+    free(e);
 }
 
 
@@ -531,7 +684,7 @@ static void
 fuzz_oracle(const char *buf, size_t size, or_json_rc_e rc,
     const or_json_scan_t *s)
 {
-    size_t         n;
+    size_t         n, variants;
     json_t        *root, *model, *stream, *tools;
     json_error_t   err;
 
@@ -539,7 +692,7 @@ fuzz_oracle(const char *buf, size_t size, or_json_rc_e rc,
 
     if (root == NULL) {
         if ((rc == OR_JSON_OK || rc == OR_JSON_NOT_OBJECT
-             || rc == OR_JSON_DUP_MODEL)
+             || rc == OR_JSON_DUP_MODEL || rc == OR_JSON_CASE_VARIANT)
             && !fuzz_deliberate(&err))
         {
             abort();
@@ -566,14 +719,26 @@ fuzz_oracle(const char *buf, size_t size, or_json_rc_e rc,
         return;
     }
 
-    if (rc != OR_JSON_OK && rc != OR_JSON_DUP_MODEL) {
+    if (rc != OR_JSON_OK && rc != OR_JSON_DUP_MODEL
+        && rc != OR_JSON_CASE_VARIANT)
+    {
         abort();
     }
 
-    n = fuzz_walk(buf, size, &model, &stream, &tools);
+    n = fuzz_walk(buf, size, &model, &stream, &tools, &variants);
 
     if ((n >= 2) != (rc == OR_JSON_DUP_MODEL)) {
         abort();
+    }
+
+    /* R-NAME-2: a duplicated model takes precedence */
+
+    if ((n < 2 && variants > 0) != (rc == OR_JSON_CASE_VARIANT)) {
+        abort();
+    }
+
+    if (json_is_string(model)) {
+        fuzz_name(json_string_value(model), json_string_length(model));
     }
 
     /* jansson keeps the last duplicate; the walk has the first */

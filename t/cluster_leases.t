@@ -151,6 +151,8 @@ ok(defined lease_up($nb), 'node B: lease calls reach Redis (TCP)');
 
 my $r = lease($na, $LK, { action => 'acquire' });
 is($r->{status}, 200, 'A: acquire') or diag($r->{body});
+is($r->{doc}{lease}{ttl_s}, 30,
+   'R-LEASE-2 ttl_s is the TTL granted, exactly (Redis\'s clock ahead)');
 my $OWNER = $r->{doc}{lease}{owner};
 is($r->{doc}{lease}{connection}, 'a1', 'A: lease on a1');
 is($r->{doc}{lease}{generation}, 1, 'generation 1');

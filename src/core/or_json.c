@@ -41,7 +41,8 @@ typedef enum {
     OR_JSON_M_STREAM_OPTIONS,
     OR_JSON_M_BACKGROUND,
     OR_JSON_M_TOOLS,
-    OR_JSON_M_FIND
+    OR_JSON_M_FIND,
+    OR_JSON_M_VARIANT           /* one of them but for case */
 } or_json_member_e;
 
 
@@ -56,6 +57,8 @@ typedef struct {
 typedef struct {
     const char        *name;
     size_t             len;
+    size_t             fold;    /* the most bytes a case variant adds: 1
+                                   per 's' and 'i', 2 per 'k' */
 } or_json_name_t;
 
 
@@ -78,6 +81,10 @@ static const unsigned char *or_json_literal(const unsigned char *p,
     const unsigned char *last, const char *lit, size_t n, const char **err);
 static or_json_member_e or_json_member(const unsigned char *key, size_t len,
     unsigned escaped, or_json_find_t *find);
+static or_json_member_e or_json_member_variant(const char *k, size_t len);
+static int or_json_member_fold(const char *k, size_t len, size_t m);
+static int or_json_fold_eq(const char *k, size_t klen, const char *name,
+    size_t nlen);
 static or_json_type_e or_json_type_of(unsigned char c);
 static int or_json_hex4(const unsigned char *p, uint32_t *cp);
 
@@ -122,17 +129,18 @@ static const char  or_json_unterm[] = "unterminated string";
 
 /* the top-level members or_json_scan() reports, by or_json_member_e */
 static const or_json_name_t  or_json_names[] = {
-    { NULL, 0 },
-    { "model", 5 },
-    { "stream", 6 },
-    { "stream_options", 14 },
-    { "background", 10 },
-    { "tools", 5 }
+    { NULL, 0, 0 },
+    { "model", 5, 0 },
+    { "stream", 6, 1 },
+    { "stream_options", 14, 3 },
+    { "background", 10, 2 },
+    { "tools", 5, 1 }
 };
 
 
 static const char  *or_json_rc_names[] = {
-    "ok", "empty", "syntax", "not_object", "dup_model", "too_deep"
+    "ok", "empty", "syntax", "not_object", "dup_model", "too_deep",
+    "case_variant"
 };
 
 
@@ -974,7 +982,137 @@ or_json_member(const unsigned char *key, size_t len, unsigned escaped,
         }
     }
 
-    return OR_JSON_M_NONE;
+    /* not one of them: one of them but for case? (R-NAME-2) */
+
+    return or_json_member_variant(k, len);
+}
+
+
+/*
+ * The first byte says which name a case variant could be (no name
+ * begins with i or k, so a first byte of 0xc4 or 0xe2 never folds to
+ * one); most keys stop there or at the length.  Out of line: the scan's
+ * hot loop keeps its registers.
+ */
+
+static __attribute__((noinline)) or_json_member_e
+or_json_member_variant(const char *k, size_t len)
+{
+    size_t          i;
+    unsigned char   c;
+
+    if (len < 5) {
+        /* the shortest names, "model" and "tools" */
+        return OR_JSON_M_NONE;
+    }
+
+    c = (unsigned char) k[0];
+
+    switch ((c < 0x80) ? (c | 0x20) : c) {
+
+    case 'm':
+        i = OR_JSON_M_MODEL;
+        break;
+
+    case 's':
+    case 0xc5:      /* U+017F, long s */
+        if (or_json_member_fold(k, len, OR_JSON_M_STREAM)) {
+            return OR_JSON_M_VARIANT;
+        }
+
+        i = OR_JSON_M_STREAM_OPTIONS;
+        break;
+
+    case 'b':
+        i = OR_JSON_M_BACKGROUND;
+        break;
+
+    case 't':
+        i = OR_JSON_M_TOOLS;
+        break;
+
+    default:
+        return OR_JSON_M_NONE;
+    }
+
+    return or_json_member_fold(k, len, i) ? OR_JSON_M_VARIANT
+                                          : OR_JSON_M_NONE;
+}
+
+
+/* k[0, len) is a case variant of the name of member m */
+
+static int
+or_json_member_fold(const char *k, size_t len, size_t m)
+{
+    const or_json_name_t  *n;
+
+    n = &or_json_names[m];
+
+    return len >= n->len && len <= n->len + n->fold
+           && or_json_fold_eq(k, len, n->name, n->len);
+}
+
+
+/*
+ * k[0, klen) folds to the lowercase ASCII name[0, nlen) as a decoder
+ * matching keys case-insensitively would fold it (Go's encoding/json
+ * does): ASCII letters of either case, and the four non-ASCII letters
+ * whose simple case folding is an ASCII one -- U+017F (long s) as 's',
+ * U+212A (Kelvin sign) as 'k', U+0130 and U+0131 (dotted and dotless I)
+ * as 'i'.
+ */
+
+static int
+or_json_fold_eq(const char *k, size_t klen, const char *name, size_t nlen)
+{
+    size_t          i, j;
+    unsigned char   c, f;
+
+    i = 0;
+
+    for (j = 0; j < nlen; j++) {
+
+        if (i >= klen) {
+            return 0;
+        }
+
+        c = (unsigned char) k[i];
+
+        if (c < 0x80) {
+            f = (c >= 'A' && c <= 'Z') ? (unsigned char) (c | 0x20) : c;
+            i++;
+
+        } else if (c == 0xc5 && i + 1 < klen
+                   && (unsigned char) k[i + 1] == 0xbf)
+        {
+            f = 's';
+            i += 2;
+
+        } else if (c == 0xc4 && i + 1 < klen
+                   && ((unsigned char) k[i + 1] == 0xb0
+                       || (unsigned char) k[i + 1] == 0xb1))
+        {
+            f = 'i';
+            i += 2;
+
+        } else if (c == 0xe2 && i + 2 < klen
+                   && (unsigned char) k[i + 1] == 0x84
+                   && (unsigned char) k[i + 2] == 0xaa)
+        {
+            f = 'k';
+            i += 3;
+
+        } else {
+            return 0;
+        }
+
+        if (f != (unsigned char) name[j]) {
+            return 0;
+        }
+    }
+
+    return i == klen;
 }
 
 
@@ -1305,6 +1443,11 @@ done_value:
             return OR_JSON_DUP_MODEL;
         }
 
+        if (out->error != NULL) {
+            /* the first case variant, kept in out (see the key) */
+            return OR_JSON_CASE_VARIANT;
+        }
+
         return top_object ? OR_JSON_OK : OR_JSON_NOT_OBJECT;
     }
 
@@ -1371,6 +1514,19 @@ key:
             }
 
             model_seen = 1;
+
+        } else if (member == OR_JSON_M_VARIANT) {
+            /*
+             * Kept in out, not in locals, off the registers of the hot
+             * loop: any error met later overwrites both.
+             */
+
+            if (out->error == NULL) {
+                out->error_at = kstart - start;
+                out->error = "a member differs only by case from one read";
+            }
+
+            member = OR_JSON_M_NONE;
         }
     }
 

@@ -11,7 +11,8 @@
  * or_json_find() looks up one member of an object the same way (for an
  * object value the scan reported, such as "stream_options").
  *
- * Beyond the RFC, only a duplicated top-level "model" is refused (the
+ * Beyond the RFC, only a duplicated top-level "model" and a top-level
+ * member spelled as one of those but for case ("Model") are refused (the
  * document is otherwise fully validated first).  Everything the RFC allows
  * is accepted, also where jansson refuses: integers beyond int64, 1e400,
  * \u0000, lone surrogate escapes such as \uD800.
@@ -42,7 +43,9 @@ typedef enum {
     OR_JSON_SYNTAX,         /* not valid JSON (RFC 8259); error_at says where */
     OR_JSON_NOT_OBJECT,     /* valid JSON, but the top level is not an object */
     OR_JSON_DUP_MODEL,      /* the top-level "model" member appears twice */
-    OR_JSON_TOO_DEEP        /* nesting deeper than OR_JSON_MAX_DEPTH */
+    OR_JSON_TOO_DEEP,       /* nesting deeper than OR_JSON_MAX_DEPTH */
+    OR_JSON_CASE_VARIANT    /* a top-level member differs only by case
+                               from one the scan reports ("Model") */
 } or_json_rc_e;
 
 
@@ -105,6 +108,15 @@ typedef struct {
  *                      quote; returned only when the document is
  *                      otherwise valid (syntax errors take precedence);
  *                      out->model is then the first one
+ *   OR_JSON_CASE_VARIANT the offset of the first top-level key that is
+ *                      not one of "model", "stream", "stream_options",
+ *                      "background", "tools" but folds to one of them
+ *                      as a case-insensitive decoder would (ASCII case,
+ *                      and U+017F, U+212A, U+0130, U+0131 as s, k, i,
+ *                      i): "Model", "STREAM", "\u017Ftream"; returned
+ *                      only for an otherwise valid document without a
+ *                      duplicated "model"; the spans are those of the
+ *                      members spelled exactly
  *
  * Top-level keys are compared decoded ("mod\u0065l" is "model"); keys of
  * nested objects are not compared at all.
@@ -143,7 +155,10 @@ long or_json_string_decode(const char *span, size_t span_len, char *out);
 size_t or_json_quoted_len(const char *s, size_t len);
 char *or_json_quote(char *dst, const char *s, size_t len);
 
-/* "ok", "empty", "syntax", "not_object", "dup_model", "too_deep" */
+/*
+ * "ok", "empty", "syntax", "not_object", "dup_model", "too_deep",
+ * "case_variant"
+ */
 const char *or_json_rc_name(or_json_rc_e rc);
 
 /* "absent", "string", "number", "true", "false", "null", "object", "array" */

@@ -98,6 +98,34 @@ static const tj_doc_t  tj_valid[] = {
       "a duplicated stream is fine" },
     { TJ("{\"a\":1,\"a\":2}"), OR_JSON_OK, 0, NULL,
       "other duplicated keys are fine" },
+    { TJ("{\"model\":\"cheap\",\"Model\":\"expensive\"}"),
+      OR_JSON_CASE_VARIANT, 17, NULL,
+      "R-NAME-2 \"Model\" beside \"model\" is a case variant" },
+    { TJ("{\"model\":\"m\",\"x\":1,\"STREAM\":true}"),
+      OR_JSON_CASE_VARIANT, 19, NULL, "R-NAME-2 \"STREAM\"" },
+    { TJ("{\"Stream_Options\":{},\"model\":\"m\"}"),
+      OR_JSON_CASE_VARIANT, 1, NULL, "R-NAME-2 \"Stream_Options\" first" },
+    { TJ("{\"model\":\"m\",\"backGround\":true,\"TOOLS\":[]}"),
+      OR_JSON_CASE_VARIANT, 13, NULL, "R-NAME-2 the first variant" },
+    { TJ("{\"model\":\"m\",\"\\u017Ftream\":true}"),
+      OR_JSON_CASE_VARIANT, 13, NULL,
+      "R-NAME-2 \\u017F (long s) folds to s" },
+    { TJ("{\"model\":\"m\",\"stream_opt\xc4\xb1ons\":{}}"),
+      OR_JSON_CASE_VARIANT, 13, NULL, "R-NAME-2 raw dotless i folds to i" },
+    { TJ("{\"model\":\"m\",\"bac\xe2\x84\xaaground\":1}"),
+      OR_JSON_CASE_VARIANT, 13, NULL, "R-NAME-2 the Kelvin sign folds to k" },
+    { TJ("{\"model\":\"m\",\"\\u004dodel\":1}"),
+      OR_JSON_CASE_VARIANT, 13, NULL, "R-NAME-2 an escaped \"Model\"" },
+    { TJ("{\"model\":\"m\",\"x\":{\"Model\":1,\"STREAM\":2}}"),
+      OR_JSON_OK, 0, NULL, "R-NAME-2 nested variants are not looked at" },
+    { TJ("{\"model\":\"m\",\"models\":1,\"odel\":2,\"streams\":3,"
+         "\"tool\":4,\"Mod\":5}"),
+      OR_JSON_OK, 0, NULL, "R-NAME-2 near names are no variants" },
+    { TJ("{\"model\":\"a\",\"Model\":1,\"model\":\"b\"}"),
+      OR_JSON_DUP_MODEL, 23, NULL,
+      "R-NAME-2 a duplicated model comes before a variant" },
+    { TJ("{\"Model\":1,\"x\""), OR_JSON_SYNTAX, 14, NULL,
+      "R-NAME-2 a syntax error comes before a variant" },
     { NULL, 0, 0, 0, NULL, NULL }
 };
 
@@ -254,6 +282,10 @@ static const tj_span_t  tj_span_cases[] = {
       11, 15, OR_JSON_STRING, 0, "sp", 0, 0, OR_JSON_ABSENT,
       OR_JSON_OK, "spaces around the value" },
     { "{\"models\":\"no\",\"Model\":\"no\",\"model \":\"no\",\"mode\":1}",
+      0, 0, OR_JSON_ABSENT, 0, NULL, 0, 0, OR_JSON_ABSENT,
+      OR_JSON_CASE_VARIANT,
+      "near misses are not model (\"Model\" is refused: R-NAME-2)" },
+    { "{\"models\":\"no\",\"model \":\"no\",\"mode\":1}",
       0, 0, OR_JSON_ABSENT, 0, NULL, 0, 0, OR_JSON_ABSENT,
       OR_JSON_OK, "near misses are not model" },
     { "{\"model\":\"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\"}",
@@ -431,7 +463,9 @@ tj_check_docs(const tj_doc_t *t, const char *kind)
         or_is_str(or_json_rc_name(rc), or_json_rc_name(t->rc), "%s: %s",
                   kind, t->name);
 
-        if (t->rc == OR_JSON_SYNTAX || t->rc == OR_JSON_DUP_MODEL) {
+        if (t->rc == OR_JSON_SYNTAX || t->rc == OR_JSON_DUP_MODEL
+            || t->rc == OR_JSON_CASE_VARIANT)
+        {
             or_is_int(s.error_at, t->error_at, "%s: %s: error_at",
                       kind, t->name);
         }
@@ -810,6 +844,8 @@ tj_names(void)
               "names: dup_model");
     or_is_str(or_json_rc_name(OR_JSON_TOO_DEEP), "too_deep",
               "names: too_deep");
+    or_is_str(or_json_rc_name(OR_JSON_CASE_VARIANT), "case_variant",
+              "names: case_variant");
     or_is_str(or_json_rc_name((or_json_rc_e) 99), "unknown",
               "names: out of range");
     or_is_str(or_json_type_name(OR_JSON_ARRAY), "array", "names: array");

@@ -519,6 +519,11 @@ static ngx_omniroute_metrics_family_t  ngx_omniroute_metrics_families[] = {
       ngx_omniroute_metrics_series, NGX_OMNIROUTE_MS_KEYS,
       offsetof(ngx_omniroute_keys_sh_t, auth), &ngx_omniroute_metrics_auth },
 
+    { "omniroute_client_key_brake_rejections_total", "counter",
+      "Key checks not made: 429 of the brake on failed checks.",
+      ngx_omniroute_metrics_scalar, NGX_OMNIROUTE_MS_KEYS,
+      offsetof(ngx_omniroute_keys_sh_t, braked), NULL },
+
     { "omniroute_leases_active", "gauge",
       "Active exclusive session leases.",
       ngx_omniroute_metrics_leases, NGX_OMNIROUTE_MS_LEASES, 0, NULL },

@@ -6,9 +6,11 @@
  * kept as SHA-256 hashes with their limits (models, connections, path
  * prefixes, the lease:exclusive scope); "omniroute_client_keys" per
  * location; "omniroute_session_leases" (the lease lifecycle endpoint);
- * "omniroute_lease_ttl".  A small zone of its own ("omniroute_keys")
- * holds the per-key request counters and the lock that serializes the
- * lifecycle of leases (see ngx_omniroute_lease_store.h).
+ * "omniroute_lease_ttl"; "omniroute_client_key_brake".  A small zone of
+ * its own ("omniroute_keys") holds the per-key request counters, the
+ * brake on failed key checks per client address (R-BRAKE-1), and the
+ * lock that serializes the lifecycle of leases (see
+ * ngx_omniroute_lease_store.h).
  *
  * Shared by request/ (authentication, limits, leases), api/ (leases,
  * metrics) and cluster/ (leases in Redis).
@@ -24,6 +26,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute.h"
+#include "or_brake.h"
 #include "or_keys.h"
 
 
@@ -31,6 +34,9 @@
 #define NGX_OMNIROUTE_KEYS_MAX        2048      /* client keys, and the
                                                    counter slots */
 #define NGX_OMNIROUTE_KEYS_CLASSES    5         /* 1xx .. 5xx */
+#define NGX_OMNIROUTE_BRAKE_SLOTS     4096      /* client addresses with
+                                                   failed key checks */
+#define NGX_OMNIROUTE_BRAKE_PROBE     8
 
 /* omniroute_client_keys */
 #define NGX_OMNIROUTE_KEYS_DEFAULT    0         /* on when keys exist */
@@ -68,10 +74,21 @@ typedef struct {
 } ngx_omniroute_key_stats_t;
 
 
+/* the failed key checks of one client address (R-BRAKE-1) */
+typedef struct {
+    u_char                        addr[16];     /* IPv4 or IPv6 */
+    u_char                        len;          /* 0: free */
+    or_brake_t                    brake;
+} ngx_omniroute_brake_slot_t;
+
+
 typedef struct {
     ngx_atomic_t                  auth[NGX_OMNIROUTE_AUTH_REASONS];
     ngx_atomic_t                  lease_capacity;   /* 429 answers */
+    ngx_atomic_t                  braked;       /* 429 answers of the
+                                                   brake */
     ngx_omniroute_key_stats_t     keys[NGX_OMNIROUTE_KEYS_MAX];
+    ngx_omniroute_brake_slot_t    brake[NGX_OMNIROUTE_BRAKE_SLOTS];
 } ngx_omniroute_keys_sh_t;
 
 
@@ -80,6 +97,8 @@ typedef struct ngx_omniroute_keys_conf_s {
     ngx_uint_t                    lease_keys;   /* keys with the scope */
     ngx_msec_t                    lease_ttl;    /* default */
     ngx_msec_t                    lease_ttl_max;
+    or_brake_conf_t               brake;        /* rate 0: off */
+    ngx_uint_t                    brake_set;
     ngx_shm_zone_t               *shm_zone;
     ngx_omniroute_keys_sh_t      *sh;
     ngx_slab_pool_t              *shpool;       /* its mutex: the lease
@@ -109,6 +128,8 @@ char *ngx_omniroute_client_keys(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_omniroute_session_leases(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_omniroute_lease_ttl(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_omniroute_client_key_brake(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 
 /* at the end of init_main_conf: connections resolved, the zone added */

@@ -9,6 +9,7 @@
  *   omniroute_client_keys on | off | ID ...;
  *   omniroute_session_leases;
  *   omniroute_lease_ttl TIME [max=TIME];
+ *   omniroute_client_key_brake rate=N r/s|r/m [burst=N] | off;
  *
  * A key is kept only as its SHA-256: given so, or read from a file and
  * hashed when the configuration is loaded (the text is wiped from memory
@@ -66,6 +67,8 @@ ngx_omniroute_keys_conf(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
      * set by ngx_pcalloc():
      *
      *     kc->lease_keys = 0;
+     *     kc->brake = { 0, 0 };
+     *     kc->brake_set = 0;
      *     kc->shm_zone = NULL;
      *     kc->sh = NULL;
      *     kc->shpool = NULL;
@@ -570,6 +573,103 @@ ngx_omniroute_lease_ttl(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
 
 /*
+ * omniroute_client_key_brake rate=10r/s [burst=20] | off (R-BRAKE-1):
+ * failed key checks per client address, as limit_req counts requests.
+ */
+
+char *
+ngx_omniroute_client_key_brake(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_omniroute_main_conf_t *omcf = conf;
+
+    u_char                     *p;
+    size_t                      len;
+    ngx_int_t                   n, scale;
+    ngx_str_t                  *value;
+    ngx_uint_t                  i, rate_set;
+    ngx_omniroute_keys_conf_t  *kc;
+
+    kc = ngx_omniroute_keys_conf(cf, omcf);
+    if (kc == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (kc->brake_set) {
+        return "is duplicate";
+    }
+
+    kc->brake_set = 1;
+    value = cf->args->elts;
+
+    if (cf->args->nelts == 2 && ngx_strcmp(value[1].data, "off") == 0) {
+        kc->brake.rate = 0;
+        kc->brake.burst = 0;
+        return NGX_CONF_OK;
+    }
+
+    rate_set = 0;
+    kc->brake.burst = 0;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "rate=", 5) == 0) {
+            p = value[i].data + 5;
+            len = value[i].len - 5;
+            scale = 1;
+
+            if (len > 3 && ngx_strncmp(p + len - 3, "r/s", 3) == 0) {
+                len -= 3;
+
+            } else if (len > 3 && ngx_strncmp(p + len - 3, "r/m", 3) == 0) {
+                len -= 3;
+                scale = 60;
+
+            } else {
+                len = 0;
+            }
+
+            n = len ? ngx_atoi(p, len) : NGX_ERROR;
+
+            if (n <= 0 || n > 1000000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid rate \"%V\": expected "
+                                   "rate=Nr/s or rate=Nr/m", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            kc->brake.rate = (uint64_t) n * 1000 / scale;
+            rate_set = 1;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "burst=", 6) == 0) {
+            n = ngx_atoi(value[i].data + 6, value[i].len - 6);
+
+            if (n < 0 || n > 1000000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid burst \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            kc->brake.burst = (uint64_t) n;
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (!rate_set) {
+        return "needs rate=";
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/*
  * Names resolved: each key's connections, as a bitmap by the index of
  * the connection; the zone of the counters and the lease lock.
  */
@@ -588,6 +688,12 @@ ngx_omniroute_keys_init(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
 
     if (kc == NULL) {
         return NGX_OK;
+    }
+
+    if (!kc->brake_set) {
+        /* 10r/s burst=20: a client with its key never meets it */
+        kc->brake.rate = 10000;
+        kc->brake.burst = 20;
     }
 
     ngx_conf_init_msec_value(kc->lease_ttl, NGX_OMNIROUTE_LEASE_TTL);

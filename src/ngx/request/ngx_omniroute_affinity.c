@@ -7,7 +7,12 @@
  * to the connection pinned for (model, session) while that connection is
  * eligible; the connection that serves it is (re)pinned for
  * omniroute_session_affinity.  Pins live in the shared zone (and Redis);
- * the session id itself is stored only as a SHA-256 prefix.
+ * the session id itself is stored only as a SHA-256 prefix.  The session
+ * id is a name (R-NAME-1): printable ASCII without spaces, at most
+ * OR_NAME_SESSION_MAX bytes, else 400 naming the header.  Pins are the
+ * client key's (R-AFF-2): with a key, its id is hashed with the session
+ * (or the conversation), so one tenant's session id never steers
+ * another's requests.
  *
  * Cache-warm affinity (omniroute_cache_affinity): a request without a
  * session is pinned the same way by its conversation's start, the system
@@ -26,6 +31,7 @@
 #include <openssl/sha.h>
 
 #include "ngx_omniroute_ctx.h"
+#include "or_name.h"
 #include "or_pin.h"
 #include "or_prefix.h"
 
@@ -53,6 +59,10 @@ typedef struct {
 
 
 static ngx_table_elt_t *ngx_omniroute_session_header(ngx_http_request_t *r);
+static ngx_int_t ngx_omniroute_session_check(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_table_elt_t *h);
+static void ngx_omniroute_affinity_hash(ngx_omniroute_ctx_t *ctx,
+    u_char *data, size_t len, u_char *md);
 static ngx_int_t ngx_omniroute_affinity_prefix(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, u_char *md);
 static ngx_int_t ngx_omniroute_pin_key(ngx_http_request_t *r,
@@ -109,6 +119,12 @@ ngx_omniroute_affinity_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ngx_int_t         rc;
     ngx_table_elt_t  *h;
 
+    h = ctx->lcf->session_affinity ? ngx_omniroute_session_header(r) : NULL;
+
+    if (h && ngx_omniroute_session_check(r, ctx, h) != NGX_OK) {
+        return NGX_HTTP_BAD_REQUEST;
+    }
+
     if (ctx->model.len + 1 + 2 * NGX_OMNIROUTE_SESSION_HASH_LEN
         > NGX_OMNIROUTE_KEY_MAX)
     {
@@ -116,10 +132,9 @@ ngx_omniroute_affinity_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     if (ctx->lcf->session_affinity) {
-        h = ngx_omniroute_session_header(r);
-
         if (h) {
-            (void) SHA256(h->value.data, h->value.len, md);
+            ngx_omniroute_affinity_hash(ctx, h->value.data, h->value.len,
+                                        md);
 
             return ngx_omniroute_pin_key(r, ctx, '|', md,
                                          ctx->lcf->session_affinity);
@@ -137,6 +152,78 @@ ngx_omniroute_affinity_key(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     return ngx_omniroute_pin_key(r, ctx, '#', md, ctx->lcf->cache_affinity);
+}
+
+
+/* a session id is a name (R-NAME-1); the answer names the header */
+
+static ngx_int_t
+ngx_omniroute_session_check(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_table_elt_t *h)
+{
+    u_char        *msg;
+    size_t         at;
+    or_name_rc_e   rc;
+
+    rc = or_name_check((const char *) h->value.data, h->value.len,
+                       OR_NAME_SESSION_MAX, &at);
+
+    if (rc == OR_NAME_OK) {
+        return NGX_OK;
+    }
+
+    msg = ngx_pnalloc(r->pool, h->key.len + 160);
+    if (msg == NULL) {
+        return NGX_ERROR;
+    }
+
+    /* the header's name is nginx's (a token), never the value */
+
+    if (rc == OR_NAME_TOO_LONG) {
+        ngx_sprintf(msg, "the header \"%V\" is longer than %d bytes%Z",
+                    &h->key, OR_NAME_SESSION_MAX);
+
+    } else {
+        ngx_sprintf(msg, "the header \"%V\" has %s at byte %uz; a session "
+                    "id is printable ASCII without spaces%Z", &h->key,
+                    or_name_problem(rc), at);
+    }
+
+    (void) ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
+                                "invalid_session_id", (char *) msg);
+
+    return NGX_DECLINED;
+}
+
+
+/*
+ * SHA-256 of data, of the client key's id and data when a key applies
+ * (R-AFF-2): the pins of two keys never meet.
+ */
+
+static void
+ngx_omniroute_affinity_hash(ngx_omniroute_ctx_t *ctx, u_char *data,
+    size_t len, u_char *md)
+{
+    u_char      *p, buf[4 + OR_KEYS_ID_MAX + 1 + OR_NAME_SESSION_MAX];
+    ngx_str_t   *id;
+
+    id = (ctx->auth != NULL) ? &ctx->auth->key->id : NULL;
+
+    /* data: a checked session id or two digests, never longer */
+
+    if (id == NULL || id->len > OR_KEYS_ID_MAX || len > OR_NAME_SESSION_MAX)
+    {
+        (void) SHA256(data, len, md);
+        return;
+    }
+
+    p = ngx_cpymem(buf, "key:", 4);
+    p = ngx_cpymem(p, id->data, id->len);
+    *p++ = '\0';
+    p = ngx_cpymem(p, data, len);
+
+    (void) SHA256(buf, p - buf, md);
 }
 
 
@@ -165,7 +252,7 @@ ngx_omniroute_affinity_prefix(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     (void) SHA256(ctx->body.data + p.messages.start,
                   p.messages.end - p.messages.start,
                   parts + SHA256_DIGEST_LENGTH);
-    (void) SHA256(parts, sizeof(parts), md);
+    ngx_omniroute_affinity_hash(ctx, parts, sizeof(parts), md);
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "omniroute affinity: conversation of %uz + %uz bytes%s",

@@ -16,11 +16,16 @@
 
 #include "ngx_omniroute_ctx.h"
 #include "or_json.h"
+#include "or_name.h"
 #include "or_splice.h"
 #include "or_sse.h"
 
 
 static ngx_int_t ngx_omniroute_body_edits(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_body_variant(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+static ngx_int_t ngx_omniroute_body_model(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 
 
@@ -65,6 +70,9 @@ ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                                     "the request body must be a JSON "
                                     "object");
 
+    case OR_JSON_CASE_VARIANT:
+        return ngx_omniroute_body_variant(r, ctx);
+
     default:
         p = ngx_pnalloc(r->pool, 200);
         if (p == NULL) {
@@ -105,7 +113,7 @@ ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     if (!m->escaped) {
         ctx->model.data = ctx->body.data + m->start + 1;
         ctx->model.len = m->end - m->start - 2;
-        return ngx_omniroute_body_edits(r, ctx);
+        return ngx_omniroute_body_model(r, ctx);
     }
 
     ctx->model.data = ngx_pnalloc(r->pool, m->end - m->start);
@@ -123,7 +131,94 @@ ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     ctx->model.len = (size_t) n;
 
-    return ngx_omniroute_body_edits(r, ctx);
+    return ngx_omniroute_body_model(r, ctx);
+}
+
+
+/*
+ * The model is a name (R-NAME-1): it reaches variables, upstream
+ * headers, log lines, zone and Redis keys and metric labels; checked
+ * here, decoded, once.
+ */
+
+static ngx_int_t
+ngx_omniroute_body_model(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    u_char        *p;
+    size_t         at;
+    or_name_rc_e   rc;
+
+    rc = or_name_check((const char *) ctx->model.data, ctx->model.len,
+                       OR_NAME_MODEL_MAX, &at);
+
+    if (rc == OR_NAME_OK) {
+        return ngx_omniroute_body_edits(r, ctx);
+    }
+
+    p = ngx_pnalloc(r->pool, 160);
+    if (p == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (rc == OR_NAME_TOO_LONG) {
+        ngx_snprintf(p, 160, "\"model\" is longer than %d bytes%Z",
+                     OR_NAME_MODEL_MAX);
+
+    } else {
+        ngx_snprintf(p, 160, "\"model\" has %s at byte %uz (decoded); a "
+                     "model name is printable ASCII without spaces%Z",
+                     or_name_problem(rc), at);
+    }
+
+    ngx_str_null(&ctx->model);
+
+    return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST, "invalid_model",
+                                (char *) p);
+}
+
+
+/*
+ * A top-level member spelled as one the gateway reads but for case
+ * ("Model", "STREAM"): a provider decoding keys case-insensitively would
+ * read it instead of what was checked (R-NAME-2).  The answer names it,
+ * escaped.
+ */
+
+static ngx_int_t
+ngx_omniroute_body_variant(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    u_char      *p, *last;
+    long         n;
+    size_t       len;
+    const char  *k, *end;
+
+    k = (const char *) ctx->body.data + ctx->scan.error_at;
+    end = or_json_string_end(k, (const char *) ctx->body.data
+                                + ctx->body.len);
+
+    /* the key decoded (its span is valid JSON), at most 64 bytes of it */
+
+    len = (end != NULL) ? (size_t) (end - k) : 2;
+
+    p = ngx_pnalloc(r->pool, len + 4 * 64 + 256);
+    if (p == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    n = or_json_string_decode(k, len, (char *) p + 4 * 64 + 256);
+    len = (n > 0) ? ngx_min((size_t) n, 64) : 0;
+    k = (const char *) p + 4 * 64 + 256;
+
+    last = ngx_cpymem(p, "the request body has a member \"", 31);
+    last += or_name_escape((char *) last, 4 * 64, k, len);
+    last = ngx_sprintf(last, "\" (at byte %uz) that differs only by case "
+                       "from one the gateway reads; send each of "
+                       "\"model\", \"stream\", \"stream_options\", "
+                       "\"background\", \"tools\" spelled so%Z",
+                       ctx->scan.error_at);
+
+    return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST, "invalid_member",
+                                (char *) p);
 }
 
 

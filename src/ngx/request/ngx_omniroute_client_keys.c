@@ -7,7 +7,12 @@
  * per location), a request must present one as "Authorization: Bearer
  * KEY" (OpenAI SDKs) or "x-api-key: KEY" (Anthropic SDKs): the key is
  * hashed (SHA-256) and compared with every declared hash in constant
- * time; no key or a wrong one is answered 401 before the body is read.
+ * time; no key or a wrong one is answered 401 before the body is read,
+ * and so is an Authorization that is not a Bearer token, even beside an
+ * x-api-key (the client meant another scheme; which credential counts
+ * would be ours to guess).  Failed checks are braked per client address
+ * (omniroute_client_key_brake, R-BRAKE-1): beyond the budget the
+ * answer is 429 with Retry-After and the presented key is not compared.
  * Then the key's limits: the location (403 key_not_allowed) and path
  * prefixes (403 path_not_allowed) before the body, its models once the
  * body is scanned (403 model_not_allowed), its connections filter the
@@ -31,6 +36,14 @@ static ngx_int_t ngx_omniroute_client_key_variable(ngx_http_request_t *r,
 static ngx_int_t ngx_omniroute_client_key_log(ngx_http_request_t *r);
 static void ngx_omniroute_client_key_count(ngx_omniroute_main_conf_t *omcf,
     ngx_uint_t reason);
+static size_t ngx_omniroute_brake_addr(ngx_http_request_t *r, u_char *addr);
+static ngx_omniroute_brake_slot_t *ngx_omniroute_brake_slot(
+    ngx_omniroute_keys_conf_t *kc, u_char *addr, size_t len, or_msec_t now,
+    ngx_uint_t add);
+static ngx_int_t ngx_omniroute_brake_check(ngx_http_request_t *r,
+    ngx_omniroute_keys_conf_t *kc);
+static void ngx_omniroute_brake_fail(ngx_http_request_t *r,
+    ngx_omniroute_keys_conf_t *kc);
 
 
 static ngx_http_variable_t  ngx_omniroute_client_key_vars[] = {
@@ -49,6 +62,7 @@ ngx_omniroute_client_key_check(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     u_char                      *msg, md[32];
     size_t                       len;
+    ngx_int_t                    rc;
     ngx_str_t                    token;
     const char                  *tok;
     ngx_table_elt_t             *h;
@@ -71,9 +85,21 @@ ngx_omniroute_client_key_check(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     h = r->headers_in.authorization;
 
-    if (h && or_keys_bearer((const char *) h->value.data, h->value.len,
-                            &tok, &len))
+    if (h && !or_keys_bearer((const char *) h->value.data, h->value.len,
+                             &tok, &len))
     {
+        /* Basic, or any scheme but Bearer: refused as documented */
+        ngx_omniroute_client_key_count(omcf, NGX_OMNIROUTE_AUTH_INVALID);
+
+        return ngx_omniroute_auth_reject(r, NGX_HTTP_UNAUTHORIZED,
+                                         "invalid_api_key",
+                                         "the Authorization header is not "
+                                         "a Bearer token: send the key as "
+                                         "\"Authorization: Bearer KEY\" or "
+                                         "\"x-api-key: KEY\" alone");
+    }
+
+    if (h) {
         token.data = (u_char *) tok;
         token.len = len;
 
@@ -99,6 +125,14 @@ ngx_omniroute_client_key_check(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
                                          "\"x-api-key: KEY\"");
     }
 
+    if (kc->brake.rate && kc->sh) {
+        rc = ngx_omniroute_brake_check(r, kc);
+
+        if (rc != NGX_DECLINED) {
+            return rc;
+        }
+    }
+
     key = NULL;
 
     if (ngx_omniroute_sha256(token.data, token.len, md) == NGX_OK) {
@@ -107,6 +141,10 @@ ngx_omniroute_client_key_check(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     if (key == NULL) {
         ngx_omniroute_client_key_count(omcf, NGX_OMNIROUTE_AUTH_INVALID);
+
+        if (kc->brake.rate && kc->sh) {
+            ngx_omniroute_brake_fail(r, kc);
+        }
 
         /* the presented value is never logged */
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
@@ -442,4 +480,170 @@ ngx_omniroute_client_key_count(ngx_omniroute_main_conf_t *omcf,
     if (omcf->keys->sh) {
         (void) ngx_atomic_fetch_add(&omcf->keys->sh->auth[reason], 1);
     }
+}
+
+
+/*
+ * The brake's address of the request (realip's, when it applies): an
+ * IPv4 address, the /64 of an IPv6 one (what one client holds), one for
+ * every other family.
+ */
+
+static size_t
+ngx_omniroute_brake_addr(ngx_http_request_t *r, u_char *addr)
+{
+    struct sockaddr_in   *sin;
+#if (NGX_HAVE_INET6)
+    struct sockaddr_in6  *sin6;
+#endif
+
+    switch (r->connection->sockaddr->sa_family) {
+
+    case AF_INET:
+        sin = (struct sockaddr_in *) r->connection->sockaddr;
+        ngx_memcpy(addr, &sin->sin_addr, 4);
+        return 4;
+
+#if (NGX_HAVE_INET6)
+    case AF_INET6:
+        sin6 = (struct sockaddr_in6 *) r->connection->sockaddr;
+
+        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+            ngx_memcpy(addr, &sin6->sin6_addr.s6_addr[12], 4);
+            return 4;
+        }
+
+        ngx_memcpy(addr, sin6->sin6_addr.s6_addr, 8);
+        return 8;
+#endif
+
+    default:
+        addr[0] = 0;
+        return 1;
+    }
+}
+
+
+/*
+ * The address's slot, the zone locked: its own, else (add) a free or
+ * idle one of its probe sequence, else the least full of them.
+ */
+
+static ngx_omniroute_brake_slot_t *
+ngx_omniroute_brake_slot(ngx_omniroute_keys_conf_t *kc, u_char *addr,
+    size_t len, or_msec_t now, ngx_uint_t add)
+{
+    uint32_t                     hash;
+    ngx_uint_t                   i;
+    ngx_omniroute_brake_slot_t  *s, *free, *least;
+
+    hash = ngx_crc32_short(addr, len);
+    free = NULL;
+    least = NULL;
+
+    for (i = 0; i < NGX_OMNIROUTE_BRAKE_PROBE; i++) {
+        s = &kc->sh->brake[(hash + i) % NGX_OMNIROUTE_BRAKE_SLOTS];
+
+        if (s->len == len && ngx_memcmp(s->addr, addr, len) == 0) {
+            return s;
+        }
+
+        if (free == NULL
+            && (s->len == 0 || or_brake_idle(&kc->brake, &s->brake, now)))
+        {
+            free = s;
+        }
+
+        if (least == NULL || s->brake.excess < least->brake.excess) {
+            least = s;
+        }
+    }
+
+    if (!add) {
+        return NULL;
+    }
+
+    s = free ? free : least;
+
+    ngx_memcpy(s->addr, addr, len);
+    s->len = (u_char) len;
+    s->brake.excess = 0;
+    s->brake.last = now;
+
+    return s;
+}
+
+
+/*
+ * Beyond the budget: 429 with Retry-After, the key is not compared (the
+ * answer sent); NGX_DECLINED: the key may be checked.
+ */
+
+static ngx_int_t
+ngx_omniroute_brake_check(ngx_http_request_t *r,
+    ngx_omniroute_keys_conf_t *kc)
+{
+    u_char                      *p, addr[16];
+    size_t                       len;
+    ngx_str_t                    name, value;
+    or_msec_t                    now, wait;
+    ngx_omniroute_brake_slot_t  *s;
+
+    len = ngx_omniroute_brake_addr(r, addr);
+    now = ngx_omniroute_now();
+
+    ngx_shmtx_lock(&kc->shpool->mutex);
+
+    s = ngx_omniroute_brake_slot(kc, addr, len, now, 0);
+    wait = s ? or_brake_wait(&kc->brake, &s->brake, now) : 0;
+
+    ngx_shmtx_unlock(&kc->shpool->mutex);
+
+    if (wait == 0) {
+        return NGX_DECLINED;
+    }
+
+    (void) ngx_atomic_fetch_add(&kc->sh->braked, 1);
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "omniroute: client key checks braked for %V, %M ms",
+                  &r->connection->addr_text, (ngx_msec_t) wait);
+
+    p = ngx_pnalloc(r->pool, NGX_TIME_T_LEN);
+    if (p == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ngx_str_set(&name, "Retry-After");
+    value.data = p;
+    value.len = ngx_sprintf(p, "%M", (ngx_msec_t) ((wait + 999) / 1000)) - p;
+
+    if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_omniroute_auth_reject(r, NGX_HTTP_TOO_MANY_REQUESTS,
+                                     "too_many_key_failures",
+                                     "too many failed API key checks from "
+                                     "this address; retry later");
+}
+
+
+static void
+ngx_omniroute_brake_fail(ngx_http_request_t *r, ngx_omniroute_keys_conf_t *kc)
+{
+    u_char                      addr[16];
+    size_t                      len;
+    or_msec_t                   now;
+    ngx_omniroute_brake_slot_t *s;
+
+    len = ngx_omniroute_brake_addr(r, addr);
+    now = ngx_omniroute_now();
+
+    ngx_shmtx_lock(&kc->shpool->mutex);
+
+    s = ngx_omniroute_brake_slot(kc, addr, len, now, 1);
+    or_brake_fail(&kc->brake, &s->brake, now);
+
+    ngx_shmtx_unlock(&kc->shpool->mutex);
 }

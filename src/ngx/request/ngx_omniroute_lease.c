@@ -69,7 +69,8 @@ static ngx_int_t ngx_omniroute_lease_fail(ngx_http_request_t *r,
     ngx_uint_t status, const char *code, const char *message);
 static ngx_int_t ngx_omniroute_lease_capacity(ngx_http_request_t *r,
     or_msec_t retry, const char *message);
-static json_t *ngx_omniroute_lease_json(or_lease_t *l, or_msec_t now);
+static json_t *ngx_omniroute_lease_json(or_lease_t *l, or_msec_t now,
+    or_msec_t ttl);
 static ngx_table_elt_t *ngx_omniroute_lease_header(ngx_http_request_t *r,
     const char *lowcase, size_t len);
 
@@ -755,7 +756,10 @@ ngx_omniroute_lease_answer(ngx_omniroute_lease_req_t *lr)
                   (size_t) op->lease.conn_len, op->lease.conn,
                   op->lease.generation);
 
-    lease = ngx_omniroute_lease_json(&op->lease, op->now);
+    /* acquire and renew: the TTL granted, exactly (R-LEASE-2) */
+    lease = ngx_omniroute_lease_json(&op->lease, op->now,
+                                     (op->action == NGX_OMNIROUTE_LEASE_RELEASE)
+                                     ? OR_MSEC_NONE : op->ttl);
     if (lease == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -781,8 +785,13 @@ ngx_omniroute_lease_answer(ngx_omniroute_lease_req_t *lr)
 
 
 static json_t *
-ngx_omniroute_lease_json(or_lease_t *l, or_msec_t now)
+ngx_omniroute_lease_json(or_lease_t *l, or_msec_t now, or_msec_t ttl)
 {
+    if (ttl == OR_MSEC_NONE) {
+        /* what is left, never more than the lease has */
+        ttl = (l->expires_at > now) ? l->expires_at - now : 0;
+    }
+
     return json_pack("{s:I,s:s%,s:s%,s:s,s:I,s:I,s:I,s:I}",
                      "generation", (json_int_t) l->generation,
                      "connection", l->conn, (size_t) l->conn_len,
@@ -791,8 +800,7 @@ ngx_omniroute_lease_json(or_lease_t *l, or_msec_t now)
                      "acquired_at", (json_int_t) l->acquired_at,
                      "bound_at", (json_int_t) l->bound_at,
                      "expires_at", (json_int_t) l->expires_at,
-                     "ttl_s", (json_int_t) ((l->expires_at - now + 999)
-                                            / 1000));
+                     "ttl_s", (json_int_t) (ttl / 1000));
 }
 
 

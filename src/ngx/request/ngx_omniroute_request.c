@@ -144,6 +144,10 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         rc = ngx_omniroute_client_key_routes(r, ctx);   /* its connections */
     }
 
+    if (rc == NGX_OK) {
+        rc = ngx_omniroute_affinity_key(r, ctx);    /* a session id: 400 */
+    }
+
     if (rc != NGX_OK) {
         if (ctx->error_code) {
             ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_CLIENT_ERROR);
@@ -156,11 +160,7 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         return;
     }
 
-    rc = ngx_omniroute_affinity_key(r, ctx);
-
-    if (rc == NGX_OK) {
-        rc = ngx_omniroute_stream_init(r, ctx);
-    }
+    rc = ngx_omniroute_stream_init(r, ctx);
 
     if (rc == NGX_OK) {
         rc = ngx_omniroute_waits_init(r, ctx);

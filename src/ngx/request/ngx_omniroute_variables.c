@@ -4,7 +4,10 @@
  *
  * Module variables.  Subrequests share r->variables with the client
  * request, and the values change from one attempt to the next, so every
- * variable is NOCACHEABLE and reads the client request's context.
+ * variable is NOCACHEABLE and reads the client request's context.  No
+ * value carries a control byte (R-NAME-1): the client's model is checked
+ * where the body is read; a value that would carry one anyway (an
+ * operator's name) is not found, so it never splits a header line.
  */
 
 
@@ -13,6 +16,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_ctx.h"
+#include "or_name.h"
 
 
 typedef enum {
@@ -191,7 +195,8 @@ ngx_omniroute_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         break;
     }
 
-    if (s.data == NULL) {
+    if (s.data == NULL || or_name_has_control((const char *) s.data, s.len))
+    {
         v->not_found = 1;
         return NGX_OK;
     }
