@@ -75,6 +75,7 @@ static int or_sse_responses(const char *type, size_t tlen, const char *p,
     const char *e, or_sse_event_t *ev);
 static int or_sse_chat(or_sj_member_t *top, const char *e,
     or_sse_event_t *ev);
+static int or_sse_refusal_reason(const char *v, const char *e);
 static size_t or_sse_text_bytes(const char *v, const char *e,
     const or_sse_event_t *ev, int *nonempty);
 static int or_sse_field_number(const char *data, size_t len,
@@ -593,6 +594,7 @@ or_sse_what(const char *name, size_t name_len, const char *data,
     ev->content = 0;
     ev->progress = 0;
     ev->finish = 0;
+    ev->refusal = 0;
     ev->usage_only = 0;
     ev->text_bytes = 0;
     ev->status = 0;
@@ -704,8 +706,22 @@ or_sse_anthropic(const char *type, size_t tlen, const char *p, const char *e,
     int          nonempty;
     const char  *v, *b;
 
+    if (or_sse_is(type, tlen, "message_delta")) {
+        ev->format = OR_SSE_FMT_ANTHROPIC;
+        v = or_sj_get(or_sj_get(p, e, "delta"), e, "stop_reason");
+
+        if (or_sse_refusal_reason(v, e)) {
+            /* the model declined: an answer, it commits */
+            ev->refusal = 1;
+            or_sse_kind(ev, OR_SSE_EV_META, 1, 1);
+            return 1;
+        }
+
+        or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
+        return 1;
+    }
+
     if (or_sse_is(type, tlen, "message_start")
-        || or_sse_is(type, tlen, "message_delta")
         || or_sse_is(type, tlen, "content_block_stop"))
     {
         ev->format = OR_SSE_FMT_ANTHROPIC;
@@ -841,6 +857,10 @@ or_sse_responses(const char *type, size_t tlen, const char *p, const char *e,
     if (or_sse_is(type, tlen, "response.completed")
         || or_sse_is(type, tlen, "response.incomplete"))
     {
+        ev->refusal = or_sse_refusal_reason(
+                          or_sj_get(or_sj_get(or_sj_get(p, e, "response"), e,
+                                              "incomplete_details"),
+                                    e, "reason"), e);
         or_sse_kind(ev, OR_SSE_EV_DONE, 0, 0);
         return 1;
     }
@@ -891,6 +911,63 @@ or_sse_responses(const char *type, size_t tlen, const char *p, const char *e,
     /* created, in_progress, queued, output_item.added, ... */
     or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
     return 1;
+}
+
+
+/*
+ * The JSON string at v is a finish or stop reason that says the answer was
+ * refused or filtered: OpenAI, Azure, OpenRouter and Gemini's OpenAI
+ * endpoint "content_filter", Anthropic "refusal", Gemini's own SAFETY,
+ * PROHIBITED_CONTENT, BLOCKLIST, SPII, RECITATION, IMAGE_SAFETY (any
+ * case).
+ */
+
+static int
+or_sse_refusal_reason(const char *v, const char *e)
+{
+    size_t              n, i, k;
+    const char         *s;
+    static const char  *reasons[] = {
+        "content_filter", "refusal", "safety", "prohibited_content",
+        "blocklist", "spii", "recitation", "image_safety",
+        "content_filtered"
+    };
+
+    if (v == NULL || v >= e || *v != '"') {
+        return 0;
+    }
+
+    s = v + 1;
+
+    for (n = 0; s + n < e && s[n] != '"' && s[n] != '\\'; n++) {
+        /* void */
+    }
+
+    if (s + n >= e || s[n] != '"') {
+        return 0;
+    }
+
+    for (i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+
+        if (strlen(reasons[i]) != n) {
+            continue;
+        }
+
+        for (k = 0; k < n; k++) {
+            if (s[k] != reasons[i][k]
+                && !(s[k] >= 'A' && s[k] <= 'Z'
+                     && (s[k] | 0x20) == reasons[i][k]))
+            {
+                break;
+            }
+        }
+
+        if (k == n) {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 
@@ -956,6 +1033,7 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
 
         if (v != NULL && !or_sj_null(v, e)) {
             ev->finish = 1;
+            ev->refusal |= or_sse_refusal_reason(v, e);
         }
 
         d = choice[OR_SSE_CHOICE_DELTA].val;
@@ -1025,6 +1103,10 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
 
     } else if (reasoning) {
         or_sse_kind(ev, OR_SSE_EV_REASONING, 1, 1);
+
+    } else if (ev->refusal) {
+        /* a filtered answer (finish_reason "content_filter"): it commits */
+        or_sse_kind(ev, OR_SSE_EV_META, 1, 1);
 
     } else {
         or_sse_kind(ev, OR_SSE_EV_META, 0, 0);

@@ -32,6 +32,11 @@
  *   any         an event whose data is not JSON   comments (": ping"),
  *               of a known shape (OTHER)          events without data
  *
+ * Refusals and filters are content too (they commit, ev->refusal): a
+ * Chat finish_reason "content_filter" (or Gemini's SAFETY...), an
+ * Anthropic message_delta with stop_reason "refusal"; a Responses
+ * response.incomplete for content_filter is terminal and refusal.
+ *
  * Error events: Chat/any `data: {"error": ...}` (a top-level "error"
  * member that is not null), Anthropic and Responses `event: error` /
  * `"type":"error"`, Responses `response.failed`.  Terminal events:
@@ -87,6 +92,12 @@ typedef struct {
     unsigned         content:1;     /* the commit point */
     unsigned         progress:1;    /* restarts the content-stall budget */
     unsigned         finish:1;      /* Chat: a non-null finish_reason */
+    unsigned         refusal:1;     /* a refusal or filter: Chat
+                                       finish_reason content_filter (and
+                                       Gemini's SAFETY...), Anthropic
+                                       stop_reason refusal, Responses
+                                       incomplete for content_filter; an
+                                       answer, content (it commits) */
     unsigned         truncated:1;   /* data longer than OR_SSE_DATA_MAX */
     unsigned         usage_only:1;  /* Chat: the usage chunk, a "usage"
                                        object and no choice (choices []) */

@@ -48,6 +48,11 @@ static const fixture_t  fixtures[] = {
       429, 0, "uuu" },
     { "openai-responses-failed-after-created.sse", "MME",
       OR_SSE_FMT_RESPONSES, -1, 500, 0, "uuu" },
+    /* refusals and filters commit (issue 25) */
+    { "openai-chat-content-filter.sse", "MMD", OR_SSE_FMT_CHAT, 1, 0, 0,
+      ".u." },
+    { "anthropic-refusal.sse", "MMD", OR_SSE_FMT_ANTHROPIC, 1, 0, 0,
+      "uuu" },
 };
 
 
@@ -802,6 +807,55 @@ test_data_span(void)
 }
 
 
+/*
+ * Refusals and filters are answers (issue 25): each format's refusal or
+ * filter commits, content without text, and is marked refusal.
+ */
+
+static void
+test_refusals(void)
+{
+    or_sse_event_t  ev;
+
+    or_is_int(one("data: {\"id\":\"c1\",\"object\":\"chat.completion"
+                  ".chunk\",\"choices\":[{\"index\":0,\"delta\":{},"
+                  "\"finish_reason\":\"content_filter\"}]}\n\n", &ev),
+              OR_SSE_EV_META, "a content_filter finish is not text");
+    or_ok(ev.content && ev.refusal && ev.finish,
+          "... but commits, marked refusal");
+    or_is_int((int) ev.text_bytes, 0, "... with no text");
+
+    (void) one("data: {\"choices\":[{\"delta\":{\"content\":\"\"},"
+               "\"finish_reason\":\"SAFETY\"}]}\n\n", &ev);
+    or_ok(ev.content && ev.refusal, "Gemini SAFETY (any case) too");
+
+    (void) one("data: {\"choices\":[{\"delta\":{},\"finish_reason\":"
+               "\"stop\"}]}\n\n", &ev);
+    or_ok(!ev.content && !ev.refusal, "a stop finish is no refusal");
+
+    (void) one("data: {\"choices\":[{\"delta\":{},\"finish_reason\":"
+               "\"content_filter_x\"}]}\n\n", &ev);
+    or_ok(!ev.refusal, "a longer word is none");
+
+    (void) one("event: message_delta\ndata: {\"type\":\"message_delta\","
+               "\"delta\":{\"stop_reason\":\"refusal\",\"stop_sequence\":"
+               "null},\"usage\":{\"output_tokens\":0}}\n\n", &ev);
+    or_ok(ev.kind == OR_SSE_EV_META && ev.content && ev.refusal,
+          "Anthropic stop_reason refusal commits");
+
+    (void) one("event: message_delta\ndata: {\"type\":\"message_delta\","
+               "\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n", &ev);
+    or_ok(!ev.content && !ev.refusal, "end_turn is metadata");
+
+    (void) one("event: response.incomplete\ndata: {\"type\":\"response."
+               "incomplete\",\"response\":{\"status\":\"incomplete\","
+               "\"incomplete_details\":{\"reason\":\"content_filter\"}}}"
+               "\n\n", &ev);
+    or_ok(ev.kind == OR_SSE_EV_DONE && ev.refusal,
+          "Responses incomplete for content_filter: terminal, refusal");
+}
+
+
 int
 main(void)
 {
@@ -818,6 +872,7 @@ main(void)
     test_usage_flag();
     test_skip();
     test_data_span();
+    test_refusals();
 
     return or_done();
 }

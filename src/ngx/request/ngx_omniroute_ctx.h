@@ -204,6 +204,8 @@ typedef struct {
                                                    it */
     unsigned                      stream:1;     /* an event stream, scanned */
     unsigned                      terminal:1;   /* its terminal event passed */
+    unsigned                      refusal:1;    /* a refusal or filter
+                                                   passed: an answer */
     unsigned                      error_event:1;    /* an error event passed
                                                        after the commit */
     unsigned                      partial:1;    /* part of an event passed

@@ -758,6 +758,15 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
         }
     }
 
+    if (ev->refusal && !a->refusal) {
+        /* refused or filtered: an answer, never a provider failure */
+        a->refusal = 1;
+
+        ngx_log_error(NGX_LOG_INFO, sr->connection->log, 0,
+                      "omniroute: \"%V\" refused or filtered the answer, "
+                      "it is passed on", &a->cand->conn->id);
+    }
+
     if (ev->kind == OR_SSE_EV_DONE) {
         a->terminal = 1;
 
@@ -1338,10 +1347,17 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     fmt = ctx->stream.sse ? ctx->stream.sse->format : OR_SSE_FMT_UNKNOWN;
 
+    /*
+     * A refusal or filter is the whole answer: what follows it (the
+     * terminal event, the end of the body) may be missing or cut.
+     */
+
     complete = !a->stall
-               && (!a->rc_seen || a->upstream_rc == NGX_OK)
-               && (a->terminal || fmt == OR_SSE_FMT_UNKNOWN
-                   || (fmt == OR_SSE_FMT_CHAT && ctx->stream.sse->finished));
+               && (a->refusal
+                   || ((!a->rc_seen || a->upstream_rc == NGX_OK)
+                       && (a->terminal || fmt == OR_SSE_FMT_UNKNOWN
+                           || (fmt == OR_SSE_FMT_CHAT
+                               && ctx->stream.sse->finished))));
 
     if (a->error_event && !a->stall) {
         /*
