@@ -1274,6 +1274,88 @@ or_sse_format_of_path(const char *path, size_t len)
 }
 
 
+or_api_e
+or_api_of_path(const char *path, size_t len)
+{
+    const char  *q;
+
+    if (path == NULL) {
+        return OR_API_OPENAI;
+    }
+
+    q = memchr(path, '?', len);
+
+    if (q != NULL) {
+        len = q - path;
+    }
+
+    while (len > 0 && path[len - 1] == '/') {
+        len--;
+    }
+
+    if (or_sse_suffix(path, len, "/messages")
+        || or_sse_suffix(path, len, "/messages/count_tokens"))
+    {
+        return OR_API_ANTHROPIC;
+    }
+
+    if (or_sse_suffix(path, len, ":generateContent")
+        || or_sse_suffix(path, len, ":streamGenerateContent")
+        || or_sse_suffix(path, len, ":countTokens"))
+    {
+        return OR_API_GEMINI;
+    }
+
+    return OR_API_OPENAI;
+}
+
+
+or_api_e
+or_api_of_provider(const char *url, size_t len, int anthropic_header)
+{
+    size_t       hlen;
+    const char  *host, *path, *p, *e;
+
+    if (anthropic_header) {
+        return OR_API_ANTHROPIC;
+    }
+
+    if (url == NULL) {
+        return OR_API_OPENAI;
+    }
+
+    e = url + len;
+    p = memchr(url, ':', len);
+    host = (p != NULL && e - p >= 3 && p[1] == '/' && p[2] == '/')
+           ? p + 3 : url;
+
+    for (path = host; path < e && *path != '/'; path++) {
+        /* void */
+    }
+
+    hlen = path - host;
+
+    while (e > path && e[-1] == '/') {
+        e--;
+    }
+
+    if (or_sse_contains(host, hlen, "anthropic")
+        || or_sse_suffix(path, e - path, "/anthropic")
+        || or_sse_suffix(path, e - path, "/anthropic/v1"))
+    {
+        return OR_API_ANTHROPIC;
+    }
+
+    if (or_sse_contains(host, hlen, "generativelanguage.googleapis.com")
+        && !or_sse_contains(path, e - path, "/openai"))
+    {
+        return OR_API_GEMINI;
+    }
+
+    return OR_API_OPENAI;
+}
+
+
 const char *
 or_sse_kind_name(or_sse_kind_e kind)
 {

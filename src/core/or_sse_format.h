@@ -153,6 +153,32 @@ size_t or_sse_error_message(const char *data, size_t len, char *out,
  * ".../messages" Anthropic, ".../responses" Responses, else Chat */
 or_sse_format_e or_sse_format_of_path(const char *path, size_t len);
 
+
+typedef enum {
+    OR_API_OPENAI = 0,              /* Chat, Responses, embeddings, ... */
+    OR_API_ANTHROPIC,               /* Messages */
+    OR_API_GEMINI                   /* generateContent, native */
+} or_api_e;
+
+/*
+ * The API a client request speaks, from its path: ".../messages" (and
+ * ".../messages/count_tokens") Anthropic, a ":generateContent",
+ * ":streamGenerateContent" or ":countTokens" method Gemini, else OpenAI.
+ */
+or_api_e or_api_of_path(const char *path, size_t len);
+
+/*
+ * The API a provider serves, from its base URL and whether it declares
+ * an anthropic-version header: that header, an "anthropic" host
+ * (api.anthropic.com) or a path ending in "/anthropic" (the Anthropic
+ * endpoints of DeepSeek, MiniMax, Z.ai, ...) Anthropic; the host
+ * generativelanguage.googleapis.com without "/openai" in the path
+ * Gemini; else OpenAI.  The emergency target serves only requests of
+ * its API (issue 25).
+ */
+or_api_e or_api_of_provider(const char *url, size_t len,
+    int anthropic_header);
+
 const char *or_sse_kind_name(or_sse_kind_e kind);
 const char *or_sse_format_name(or_sse_format_e fmt);
 

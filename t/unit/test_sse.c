@@ -856,6 +856,51 @@ test_refusals(void)
 }
 
 
+/* the API of a request path and of a provider (the emergency target) */
+
+static void
+test_api(void)
+{
+#define PATH(s)  or_api_of_path(s, sizeof(s) - 1)
+#define PROV(s, h)  or_api_of_provider(s, sizeof(s) - 1, h)
+
+    or_is_int(PATH("/v1/messages"), OR_API_ANTHROPIC, "/v1/messages");
+    or_is_int(PATH("/v1/messages/?beta=true"), OR_API_ANTHROPIC,
+              "/v1/messages/?beta=true");
+    or_is_int(PATH("/v1/messages/count_tokens"), OR_API_ANTHROPIC,
+              "count_tokens");
+    or_is_int(PATH("/v1/chat/completions"), OR_API_OPENAI, "chat");
+    or_is_int(PATH("/v1/responses"), OR_API_OPENAI, "responses");
+    or_is_int(PATH("/v1beta/models/gemini-2.5-pro:streamGenerateContent"
+                   "?alt=sse"), OR_API_GEMINI, "streamGenerateContent");
+    or_is_int(PATH("/v1beta/models/gemini-2.5-pro:generateContent"),
+              OR_API_GEMINI, "generateContent");
+    or_is_int(or_api_of_path(NULL, 0), OR_API_OPENAI, "no path");
+
+    or_is_int(PROV("https://api.anthropic.com/v1", 0), OR_API_ANTHROPIC,
+              "api.anthropic.com");
+    or_is_int(PROV("https://api.deepseek.com/anthropic", 0), OR_API_ANTHROPIC,
+              "DeepSeek's /anthropic");
+    or_is_int(PROV("https://api.z.ai/api/anthropic/", 0), OR_API_ANTHROPIC,
+              "Z.ai's /api/anthropic/");
+    or_is_int(PROV("http://127.0.0.1:8080/v1", 1), OR_API_ANTHROPIC,
+              "an anthropic-version header");
+    or_is_int(PROV("https://openrouter.ai/api/v1", 0), OR_API_OPENAI,
+              "OpenRouter");
+    or_is_int(PROV("http://127.0.0.1:11434/v1", 0), OR_API_OPENAI,
+              "a local server");
+    or_is_int(PROV("https://generativelanguage.googleapis.com/v1beta", 0),
+              OR_API_GEMINI, "Gemini native");
+    or_is_int(PROV("https://generativelanguage.googleapis.com/v1beta/openai",
+                   0), OR_API_OPENAI, "Gemini's OpenAI endpoint");
+    or_is_int(PROV("https://example.com/v1/anthropicish", 0), OR_API_OPENAI,
+              "a path merely containing the word");
+
+#undef PATH
+#undef PROV
+}
+
+
 int
 main(void)
 {
@@ -873,6 +918,7 @@ main(void)
     test_skip();
     test_data_span();
     test_refusals();
+    test_api();
 
     return or_done();
 }

@@ -553,6 +553,8 @@ ngx_int_t ngx_omniroute_stats_trail(ngx_http_request_t *r,
 
 /* filter.c: hold, probe or commit each attempt's response */
 ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);
+void ngx_omniroute_held(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a);
 
 /* variables.c */
 ngx_int_t ngx_omniroute_add_variables(ngx_conf_t *cf);

@@ -720,6 +720,17 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
                                        (ctx->last_held && !a->stall)
                                        ? ctx->last_held : a);
 
+    } else if (ctx->last_held && ctx->last_held->cand->emergency) {
+        /*
+         * Only the emergency target answered, and failed (issue 25): the
+         * request's own candidates are excluded; their state (cooling
+         * down, with its Retry-After) is the answer, not its error.
+         */
+
+        ctx->last_held = NULL;
+        ngx_omniroute_nothing_now(r, ctx);
+        return;
+
     } else if (ctx->last_held) {
         ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
         rc = ngx_omniroute_send_held(r, ctx, ctx->last_held);

@@ -334,7 +334,11 @@ ngx_omniroute_add_route_headers(ngx_http_request_t *r,
     a = (ngx_omniroute_attempt_t *) ctx->attempts.elts
         + ctx->attempts.nelts - 1;
 
-    if (ctx->last_held && a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT) {
+    if (ctx->last_held
+        && (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT
+            || a->state == NGX_OMNIROUTE_ATTEMPT_HELD))
+    {
+        /* the held error that is the answer (an emergency's is not) */
         a = ctx->last_held;
     }
 
@@ -553,6 +557,12 @@ ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_uint_t   status;
     const char  *code, *msg;
 
+    /* the attempts made before (the emergency target's): the trail */
+
+    if (ngx_omniroute_add_route_headers(r, ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     list = ngx_omniroute_excluded_json(r, ctx, &earliest);
     if (list == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -604,6 +614,10 @@ ngx_omniroute_send_rate_limited(ngx_http_request_t *r,
 {
     json_t     *doc, *list;
     or_msec_t   earliest;
+
+    if (ngx_omniroute_add_route_headers(r, ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
     list = ngx_omniroute_excluded_json(r, ctx, &earliest);
     if (list == NULL) {

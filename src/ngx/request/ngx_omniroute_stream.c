@@ -456,7 +456,7 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
         a->state = NGX_OMNIROUTE_ATTEMPT_HELD;
         a->status = NGX_HTTP_BAD_GATEWAY;
-        ctx->last_held = a;
+        ngx_omniroute_held(ctx, a);
         sr->header_sent = 1;
 
         return NGX_OK;
@@ -740,7 +740,7 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
             a->state = NGX_OMNIROUTE_ATTEMPT_HELD;
             a->status = (ngx_uint_t) ev->status;
-            ctx->last_held = a;
+            ngx_omniroute_held(ctx, a);
             sr->header_sent = 1;
 
             return NGX_DONE;
