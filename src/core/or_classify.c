@@ -867,6 +867,17 @@ or_classify(const or_class_conf_t *conf, const or_response_t *resp,
     v->hint_ms = or_retry_best(resp->headers, resp->nheaders, body, len,
                                resp->now_ms);
 
+    if (v->retry_after_s >= 0
+        && (v->hint_ms == OR_MSEC_NONE
+            || v->hint_ms < (or_msec_t) v->retry_after_s * 1000))
+    {
+        /*
+         * The restated Retry-After is a hint like the provider's own: the
+         * connection cools for what the client is told (issue 25).
+         */
+        v->hint_ms = (or_msec_t) v->retry_after_s * 1000;
+    }
+
     reason = or_classify_terminal(status, body, len);
 
     if (reason != OR_REASON_NONE) {

@@ -365,12 +365,12 @@ static const case_t  cases[] = {
     /* agentrouter: restatement then rules (R-CLASS-1, R-CLASS-3) */
     { C_AGENTROUTER, TOK, 403, HS_NONE,
       "{\"error\":{\"message\":\"用户额度不足\"}}",
-      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, NONE, 1, 0, 429, 60,
+      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, 60000, 1, 0, 429, 60,
       "agentrouter-user-quota-exhausted",
       "R-CLASS-1 agentrouter 403 用户额度不足 -> 429 Retry-After 60, "
       "quota_exhausted connection" },
     { C_AGENTROUTER, TOK, 400, HS_NONE, "额度不足",
-      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, NONE, 1, 0, 429, 60,
+      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, 60000, 1, 0, 429, 60,
       "agentrouter-user-quota-exhausted",
       "R-CLASS-1 agentrouter 400 额度不足 -> 429 Retry-After 60" },
     { C_AGENTROUTER, TOK, 403, HS_NONE, "无权访问模型 gpt-5",
@@ -384,7 +384,7 @@ static const case_t  cases[] = {
     { C_AGENTROUTER, TOK, 403, HS_NONE,
       "{\"error\":{\"message\":\"\\u7528\\u6237\\u989d\\u5ea6"
       "\\u4e0d\\u8db3\",\"type\":\"new_api_error\"}}",
-      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, NONE, 1, 0, 429, 60,
+      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, 60000, 1, 0, 429, 60,
       "agentrouter-user-quota-exhausted",
       "issue 11: JSON-escaped 用户额度不足 is decoded and restated 429" },
     { C_AGENTROUTER, TOK, 403, HS_NONE,

@@ -180,6 +180,9 @@ typedef struct {
     ngx_omniroute_candidate_t    *cand;
     ngx_omniroute_attempt_state_e state;
     or_msec_t                     start;
+    or_msec_t                     cooled_until; /* outcome.c: the
+                                                   connection's cooldown
+                                                   just recorded, or 0 */
     or_verdict_t                  verdict;
     or_transport_e                transport;
     ngx_uint_t                    status;       /* provider status or 502/504 */
@@ -515,6 +518,8 @@ ngx_int_t ngx_omniroute_send_held(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 ngx_int_t ngx_omniroute_send_transport_error(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_set_retry_after(ngx_http_request_t *r,
+    or_msec_t ms);
 ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_send_rate_limited(ngx_http_request_t *r,

@@ -985,6 +985,9 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
             break;
         }
 
+        /* nothing tells when a slot frees: a short retry (issue 25) */
+        (void) ngx_omniroute_set_retry_after(r, 1000);
+
         ngx_http_finalize_request(r,
             ngx_omniroute_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
                                      "rate_limit_error", "SEMAPHORE_TIMEOUT",

@@ -1432,6 +1432,7 @@ ngx_omniroute_stream_fail(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a)
 {
     size_t        n;
+    or_msec_t     ms, now;
     ngx_int_t     retry;
     ngx_uint_t    status;
     const char   *code;
@@ -1474,15 +1475,15 @@ ngx_omniroute_stream_fail(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
             - text;
     }
 
-    if (a->verdict.retry_after_s >= 0) {
-        retry = a->verdict.retry_after_s;
+    /* the same value as the Retry-After of the HTTP answer (issue 25) */
 
-    } else if (a->verdict.hint_ms > 0) {
-        retry = (ngx_int_t) ((a->verdict.hint_ms + 999) / 1000);
+    now = ngx_omniroute_now();
+    ms = or_retry_after_answer((int) status, a->verdict.retry_after_s, a->verdict.hint_ms,
+                               (a->cooled_until > now)
+                               ? a->cooled_until - now : OR_MSEC_NONE);
 
-    } else {
-        retry = -1;
-    }
+    retry = (ms == OR_MSEC_NONE) ? -1
+                                 : (ngx_int_t) or_retry_after_seconds(ms);
 
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                   "omniroute: every attempt failed after the client's "
