@@ -18,6 +18,7 @@
 
 /* the arrays and objects a value the classifier reads may nest */
 #define OR_SJ_NEST            15
+#define OR_SSE_MALFORMED_NEST 64        /* deeper is not judged malformed */
 
 /* the top-level members of an event's data the classifier reads */
 #define OR_SSE_TOP_TYPE       0
@@ -595,6 +596,7 @@ or_sse_what(const char *name, size_t name_len, const char *data,
     ev->progress = 0;
     ev->finish = 0;
     ev->refusal = 0;
+    ev->malformed = 0;
     ev->usage_only = 0;
     ev->text_bytes = 0;
     ev->status = 0;
@@ -622,6 +624,18 @@ or_sse_what(const char *name, size_t name_len, const char *data,
     }
 
     if (p < e && *p == '{') {
+
+        if (!ev->truncated) {
+            v = or_json_skip(p, e, OR_SSE_MALFORMED_NEST);
+
+            if (v == NULL || or_json_ws(v, e) != e) {
+                /* a cut or garbled JSON object: no answer to pass on */
+                ev->malformed = 1;
+                or_sse_kind(ev, OR_SSE_EV_ERROR, 0, 0);
+                ev->status = 502;
+                return;
+            }
+        }
 
         if (type != NULL) {
             if (or_sse_is(type, tlen, "error")) {

@@ -37,6 +37,11 @@
  * Anthropic message_delta with stop_reason "refusal"; a Responses
  * response.incomplete for content_filter is terminal and refusal.
  *
+ * A malformed event (data that opens a JSON object and is not valid
+ * JSON, within the kept bound) is an error event of status 502 with
+ * ev->malformed: before content it falls over, after content it ends the
+ * stream (issue 25).
+ *
  * Error events: Chat/any `data: {"error": ...}` (a top-level "error"
  * member that is not null), Anthropic and Responses `event: error` /
  * `"type":"error"`, Responses `response.failed`.  Terminal events:
@@ -99,6 +104,9 @@ typedef struct {
                                        incomplete for content_filter; an
                                        answer, content (it commits) */
     unsigned         truncated:1;   /* data longer than OR_SSE_DATA_MAX */
+    unsigned         malformed:1;   /* data that starts as a JSON object
+                                       and is not one (cut, garbled): an
+                                       ERROR of status 502 (issue 25) */
     unsigned         usage_only:1;  /* Chat: the usage chunk, a "usage"
                                        object and no choice (choices []) */
     unsigned         usage:1;       /* may carry token usage, worth a

@@ -766,7 +766,7 @@ test_skip(void)
     or_is_int(ev.kind, OR_SSE_EV_ERROR,
               "skip: brackets and an escaped quote in a skipped string");
 
-    one("data: {\"x\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]],"
+    one("data: {\"x\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]],"
         "\"error\":{\"message\":\"overloaded\"}}\n\n", &ev);
     or_is_int(ev.kind, OR_SSE_EV_OTHER,
               "skip: nesting deeper than the reader goes ends the reading");
@@ -856,6 +856,37 @@ test_refusals(void)
 }
 
 
+/* a malformed event is an error of status 502 (issue 25) */
+
+static void
+test_malformed(void)
+{
+    or_sse_event_t  ev;
+
+    or_is_int(one("data: {\"id\":\"c1\",\"object\":\"chat.completion."
+                  "chunk\",\"choices\":[{\"delta\":{\"content\":\"Hel"
+                  "\n\n", &ev), OR_SSE_EV_ERROR, "a cut chunk is an error");
+    or_ok(ev.malformed && ev.status == 502, "... malformed, 502");
+    or_ok(!ev.content, "... never content");
+
+    (void) one("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}}"
+               "\n\n", &ev);
+    or_ok(ev.malformed, "trailing garbage after the object");
+
+    (void) one("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}"
+               "\n\n", &ev);
+    or_ok(!ev.malformed && ev.kind == OR_SSE_EV_TEXT, "a whole chunk is text");
+
+    (void) one("data: {\"a\":\n"
+               "data: 1}\n\n", &ev);
+    or_ok(!ev.malformed, "an object over two data lines is whole");
+
+    (void) one("data: not json at all\n\n", &ev);
+    or_ok(!ev.malformed && ev.content,
+          "data that is not JSON: a stream of no known format (content)");
+}
+
+
 /* the API of a request path and of a provider (the emergency target) */
 
 static void
@@ -919,6 +950,7 @@ main(void)
     test_data_span();
     test_refusals();
     test_api();
+    test_malformed();
 
     return or_done();
 }

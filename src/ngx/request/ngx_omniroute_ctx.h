@@ -207,6 +207,8 @@ typedef struct {
                                                    it */
     unsigned                      stream:1;     /* an event stream, scanned */
     unsigned                      terminal:1;   /* its terminal event passed */
+    unsigned                      malformed:1;  /* a malformed event
+                                                   after the commit */
     unsigned                      refusal:1;    /* a refusal or filter
                                                    passed: an answer */
     unsigned                      error_event:1;    /* an error event passed

@@ -773,7 +773,14 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     } else if (ev->kind == OR_SSE_EV_ERROR && !a->error_event) {
         /* the provider's error went to the client: the attempt failed */
         a->error_event = 1;
+        a->malformed = ev->malformed;
         a->status = (ngx_uint_t) ev->status;
+
+        if (ev->malformed) {
+            ngx_log_error(NGX_LOG_WARN, sr->connection->log, 0,
+                          "omniroute: a malformed event in the stream of "
+                          "\"%V\" after its content", &a->cand->conn->id);
+        }
     }
 
     return NGX_OK;
@@ -1352,14 +1359,14 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
      * terminal event, the end of the body) may be missing or cut.
      */
 
-    complete = !a->stall
+    complete = !a->stall && !a->malformed
                && (a->refusal
                    || ((!a->rc_seen || a->upstream_rc == NGX_OK)
                        && (a->terminal || fmt == OR_SSE_FMT_UNKNOWN
                            || (fmt == OR_SSE_FMT_CHAT
                                && ctx->stream.sse->finished))));
 
-    if (a->error_event && !a->stall) {
+    if (a->error_event && !a->stall && !a->malformed) {
         /*
          * The provider's own error event went out: it ends the stream (its
          * upstream was closed after it).
@@ -1386,6 +1393,13 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         status = NGX_HTTP_GATEWAY_TIME_OUT;
         code = "stream_stall";
         msg = "the provider's stream stalled";
+
+    } else if (a->malformed) {
+        /* a failure like a 502 (issue 25), not a cut of the transport */
+        a->cut = 0;
+        status = NGX_HTTP_BAD_GATEWAY;
+        code = "stream_malformed";
+        msg = "the provider sent a malformed event";
 
     } else if (a->upstream_rc == NGX_HTTP_GATEWAY_TIME_OUT) {
         a->transport = OR_TRANSPORT_TIMEOUT;
