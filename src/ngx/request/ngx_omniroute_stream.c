@@ -1492,7 +1492,8 @@ ngx_omniroute_stream_fail(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     /* the same value as the Retry-After of the HTTP answer (issue 25) */
 
     now = ngx_omniroute_now();
-    ms = or_retry_after_answer((int) status, a->verdict.retry_after_s, a->verdict.hint_ms,
+    ms = or_retry_after_answer((int) status, a->verdict.retry_after_s,
+                               a->verdict.hint_ms,
                                (a->cooled_until > now)
                                ? a->cooled_until - now : OR_MSEC_NONE);
 
