@@ -520,6 +520,8 @@ ngx_int_t ngx_omniroute_send_held(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 ngx_int_t ngx_omniroute_send_transport_error(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_send_rejected(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_int_t status);
 ngx_int_t ngx_omniroute_set_retry_after(ngx_http_request_t *r,
     or_msec_t ms);
 ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,

@@ -147,9 +147,7 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     if (rc != NGX_OK) {
         if (ctx->error_code) {
             ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_CLIENT_ERROR);
-            rc = ngx_omniroute_send_error(r, rc, "invalid_request_error",
-                                          ctx->error_code,
-                                          ctx->error_message);
+            rc = ngx_omniroute_send_rejected(r, ctx, rc);
         }
 
         ngx_http_finalize_request(r, rc);

@@ -290,6 +290,39 @@ ngx_omniroute_reject(ngx_omniroute_ctx_t *ctx, ngx_uint_t status,
 
 
 /*
+ * A request refused before planning (ngx_omniroute_reject()): its code
+ * and message; 404 no_executable_targets says why in diagnostics, as
+ * the answer after planning does (issue 25): no connection serves any
+ * target of the model, nothing was excluded.
+ */
+
+ngx_int_t
+ngx_omniroute_send_rejected(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_int_t status)
+{
+    json_t  *doc;
+
+    if (ngx_strcmp(ctx->error_code, "no_executable_targets") != 0) {
+        return ngx_omniroute_send_error(r, status, "invalid_request_error",
+                                        ctx->error_code, ctx->error_message);
+    }
+
+    doc = json_pack("{s:{s:s,s:s,s:s},s:{s:[],s:i,s:s}}",
+                    "error", "message", ctx->error_message,
+                    "type", "invalid_request_error", "code", ctx->error_code,
+                    "diagnostics", "excluded", "routes", 0,
+                    "reason", "no connection is declared for any target of "
+                              "this model (omniroute_connection provider=, "
+                              "models=)");
+    if (doc == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_omniroute_send_own_json(r, (ngx_uint_t) status, doc);
+}
+
+
+/*
  * The response of attempt sr becomes the client's: status and headers are
  * copied into a fresh list of r (list parts must not be shared).
  */
