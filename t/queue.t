@@ -80,6 +80,10 @@ push @s, start('p/m');
 is($r[2]{status}, 429, 'R-CONC-2 a full queue: 429 at once');
 is(OmniTest::json($r[2])->{error}{code}, 'RATE_LIMIT_QUEUE_FULL',
    'R-CONC-2 code RATE_LIMIT_QUEUE_FULL');
+is($r[2]{headers}{'retry-after'}, '1',
+   'issue 25: with Retry-After (a short retry)');
+is($r[2]{headers}{'x-content-type-options'}, 'nosniff',
+   'issue 25: the gateway\'s own JSON error says nosniff');
 is_deeply([map { $_->{status} } @r[0, 1]], [200, 200],
           'the others are served');
 is(scalar @{$m->requests}, 2, 'the rejected request reached no provider');
@@ -95,6 +99,7 @@ my $waited = time - $t0;
 is($late->{status}, 503, 'R-CONC-2 no slot within the wait budget: 503');
 is(OmniTest::json($late)->{error}{code}, 'SEMAPHORE_TIMEOUT',
    'R-CONC-2 code SEMAPHORE_TIMEOUT');
+is($late->{headers}{'retry-after'}, '1', 'issue 25: with Retry-After');
 ok($waited > 1.8 && $waited < 2.9, 'R-CONC-2 after about 2 s')
     or diag("waited $waited s");
 OmniTest::finish($s[0]);

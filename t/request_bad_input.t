@@ -75,6 +75,15 @@ is_error($t->post($gw, '/v1/chat/completions', '{"model":"ghost/x"}'),
 is_error($t->post($gw, '/v1/chat/completions', '{"model":"empty/m"}'),
          404, 'no_executable_targets',
          'R-REQ-6 a model no connection serves');
+{
+    my $r = $t->post($gw, '/v1/chat/completions', '{"model":"nobody"}');
+    my $d = eval { JSON::PP::decode_json($r->{body})->{diagnostics} } || {};
+    is_deeply([$d->{excluded}, $d->{routes}], [[], 0],
+              'issue 25: with diagnostics (nothing excluded, no route)')
+        or diag($r->{body});
+    like($d->{reason} // '', qr/no connection is declared/,
+         '... saying why');
+}
 is_error($t->post($gw, '/v1/chat/completions',
                   '{"model":"known","pad":"' . ('x' x 2000) . '"}'),
          413, 'request_too_large', 'R-REQ-1 body over client_max_body_size');

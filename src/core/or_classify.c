@@ -139,6 +139,26 @@ static const char  *or_classify_tool_markers[] = {
     NULL
 };
 
+/*
+ * Issue 25: the model does not support something the request uses
+ * (prefill, tools, images, a parameter), in the wordings of OpenAI,
+ * Anthropic, Gemini and OpenRouter; another target may.
+ */
+static const char  *or_classify_capability_markers[] = {
+    "prefill is not supported",                 /* Anthropic */
+    "does not support assistant message prefill",
+    "model does not support",                   /* OpenAI, Anthropic */
+    "is not supported with this model",         /* OpenAI */
+    "is not supported for this model",
+    "is not supported by this model",
+    "unsupported parameter",                    /* OpenAI */
+    "unsupported_parameter",
+    "unsupported_value",
+    "is not enabled for models/",               /* Gemini */
+    "no endpoints found that support",          /* OpenRouter */
+    NULL
+};
+
 static const char  *or_classify_apikey_markers[] = {
     "api key not valid",
     "api_key_invalid",
@@ -455,6 +475,10 @@ or_classify_status(int status, const char *body, size_t len,
             return OR_REASON_CONTEXT_OVERFLOW;
         }
 
+        if (or_classify_has(or_classify_capability_markers, body, len)) {
+            return OR_REASON_CAPABILITY;
+        }
+
         if (status == 400
             && or_classify_has(or_classify_apikey_markers, body, len))
         {
@@ -488,6 +512,11 @@ or_classify_status(int status, const char *body, size_t len,
         return OR_REASON_AUTH_ERROR;
 
     case 404:
+        if (or_classify_has(or_classify_capability_markers, body, len)) {
+            /* OpenRouter: "No endpoints found that support tool use" */
+            return OR_REASON_CAPABILITY;
+        }
+
         return OR_REASON_NOT_FOUND;
 
     case 408:
@@ -866,6 +895,17 @@ or_classify(const or_class_conf_t *conf, const or_response_t *resp,
 
     v->hint_ms = or_retry_best(resp->headers, resp->nheaders, body, len,
                                resp->now_ms);
+
+    if (v->retry_after_s >= 0
+        && (v->hint_ms == OR_MSEC_NONE
+            || v->hint_ms < (or_msec_t) v->retry_after_s * 1000))
+    {
+        /*
+         * The restated Retry-After is a hint like the provider's own: the
+         * connection cools for what the client is told (issue 25).
+         */
+        v->hint_ms = (or_msec_t) v->retry_after_s * 1000;
+    }
 
     reason = or_classify_terminal(status, body, len);
 

@@ -44,8 +44,13 @@
  *        may accept them; also 413/422); context markers ->
  *        context_overflow (no fall-over: the next target would fail the
  *        same); API-key markers -> auth_error;
- *        model-not-found markers -> not_found; else bad_request (no
- *        fall-over)
+ *        model-not-found markers -> not_found; capability markers
+ *        (issue 25: "assistant message prefill is not supported",
+ *        "model does not support", "... is not supported with this
+ *        model", "Unsupported parameter", "is not enabled for models/",
+ *        OpenRouter's "No endpoints found that support ...", also on a
+ *        404) -> capability (fall over, no breaker, no cooldown, nothing
+ *        recorded for the connection); else bad_request (no fall-over)
  *   401  auth_error; "token has expired"... -> expired
  *   402  credits_exhausted (terminal)
  *   403  "Request not allowed" -> request_rejected; quota text ->

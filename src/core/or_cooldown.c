@@ -234,6 +234,7 @@ or_cooldown_fail(const or_cooldown_conf_t *conf, or_conn_state_t *st,
     case OR_REASON_CONTEXT_OVERFLOW:
     case OR_REASON_BAD_REQUEST:
     case OR_REASON_TOOL_LIMIT:
+    case OR_REASON_CAPABILITY:
         if (v->cooldown_ms <= 0) {
             res->action = OR_CD_IGNORED;
             goto done;

@@ -62,6 +62,13 @@ or_outcome_writes(const or_verdict_t *v, int status, or_transport_e transport,
         return w;
     }
 
+    /* issue 25: a capability refusal is the model's, never the connection's */
+
+    if (reason == OR_REASON_CAPABILITY) {
+        w.mask = 0;
+        return w;
+    }
+
     /*
      * A failure the (opt-in) model lockout takes is the model's, not the
      * connection's; every other one goes to the connection (R-ML-2).

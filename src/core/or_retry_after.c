@@ -1480,3 +1480,55 @@ or_retry_best(const or_header_t *headers, size_t n, const char *body,
     return or_retry_max(or_retry_headers(headers, n, now_ms),
                         or_retry_body(body, len, now_ms));
 }
+
+
+int64_t
+or_retry_after_seconds(or_msec_t ms)
+{
+    if (ms <= 0 || ms == OR_MSEC_NONE) {
+        return 1;
+    }
+
+    if (ms >= OR_RETRY_AFTER_MAX_S * 1000) {
+        return OR_RETRY_AFTER_MAX_S;
+    }
+
+    return (ms + 999) / 1000;
+}
+
+
+or_msec_t
+or_retry_after_answer(int status, int restated_s, or_msec_t hint_ms,
+    or_msec_t cooled_ms)
+{
+    or_msec_t  ms;
+
+    ms = OR_MSEC_NONE;
+
+    if (restated_s >= 0) {
+        ms = (or_msec_t) restated_s * 1000;
+
+    } else if (hint_ms != OR_MSEC_NONE && hint_ms > 0) {
+        ms = hint_ms;
+    }
+
+    if (status != 429 && status != 503) {
+        return ms;
+    }
+
+    /* the longest of the three */
+
+    if (hint_ms != OR_MSEC_NONE && hint_ms > 0
+        && (ms == OR_MSEC_NONE || hint_ms > ms))
+    {
+        ms = hint_ms;
+    }
+
+    if (cooled_ms != OR_MSEC_NONE && cooled_ms > 0
+        && (ms == OR_MSEC_NONE || cooled_ms > ms))
+    {
+        ms = cooled_ms;
+    }
+
+    return ms;
+}

@@ -104,4 +104,30 @@ or_msec_t or_retry_best(const or_header_t *headers, size_t n,
     const char *body, size_t len, or_msec_t now_ms);
 
 
+/*
+ * The one rounding rule of every Retry-After the gateway sends (its own
+ * answers and a provider's error it passes on, issue 25): ms rounded up
+ * to whole seconds, at least 1, at most OR_RETRY_AFTER_MAX_S (the longest
+ * cooldown a rule may set, 30 days); ms of 0 or less (or OR_MSEC_NONE)
+ * is 1.
+ */
+#define OR_RETRY_AFTER_MAX_S  ((int64_t) 30 * 24 * 3600)
+
+int64_t or_retry_after_seconds(or_msec_t ms);
+
+/*
+ * How long the client of a provider's error the gateway passes on is
+ * told to wait (ms, or OR_MSEC_NONE: no Retry-After).  status is the
+ * status it gets (restated or not), restated_s the restatement's
+ * Retry-After (-1: none), hint_ms the upstream hint (OR_MSEC_NONE: none),
+ * cooled_ms what is left of the cooldown just recorded for the
+ * connection (OR_MSEC_NONE or 0: none).  A 429 or 503 gets the longest
+ * of the three, so that the value agrees with the state (the gateway does
+ * not try the connection again before); another status the restated
+ * value, else the hint.
+ */
+or_msec_t or_retry_after_answer(int status, int restated_s,
+    or_msec_t hint_ms, or_msec_t cooled_ms);
+
+
 #endif /* _OR_RETRY_AFTER_H_INCLUDED_ */

@@ -18,6 +18,7 @@
 
 /* the arrays and objects a value the classifier reads may nest */
 #define OR_SJ_NEST            15
+#define OR_SSE_MALFORMED_NEST 64        /* deeper is not judged malformed */
 
 /* the top-level members of an event's data the classifier reads */
 #define OR_SSE_TOP_TYPE       0
@@ -75,6 +76,7 @@ static int or_sse_responses(const char *type, size_t tlen, const char *p,
     const char *e, or_sse_event_t *ev);
 static int or_sse_chat(or_sj_member_t *top, const char *e,
     or_sse_event_t *ev);
+static int or_sse_refusal_reason(const char *v, const char *e);
 static size_t or_sse_text_bytes(const char *v, const char *e,
     const or_sse_event_t *ev, int *nonempty);
 static int or_sse_field_number(const char *data, size_t len,
@@ -593,6 +595,8 @@ or_sse_what(const char *name, size_t name_len, const char *data,
     ev->content = 0;
     ev->progress = 0;
     ev->finish = 0;
+    ev->refusal = 0;
+    ev->malformed = 0;
     ev->usage_only = 0;
     ev->text_bytes = 0;
     ev->status = 0;
@@ -620,6 +624,18 @@ or_sse_what(const char *name, size_t name_len, const char *data,
     }
 
     if (p < e && *p == '{') {
+
+        if (!ev->truncated) {
+            v = or_json_skip(p, e, OR_SSE_MALFORMED_NEST);
+
+            if (v == NULL || or_json_ws(v, e) != e) {
+                /* a cut or garbled JSON object: no answer to pass on */
+                ev->malformed = 1;
+                or_sse_kind(ev, OR_SSE_EV_ERROR, 0, 0);
+                ev->status = 502;
+                return;
+            }
+        }
 
         if (type != NULL) {
             if (or_sse_is(type, tlen, "error")) {
@@ -704,8 +720,22 @@ or_sse_anthropic(const char *type, size_t tlen, const char *p, const char *e,
     int          nonempty;
     const char  *v, *b;
 
+    if (or_sse_is(type, tlen, "message_delta")) {
+        ev->format = OR_SSE_FMT_ANTHROPIC;
+        v = or_sj_get(or_sj_get(p, e, "delta"), e, "stop_reason");
+
+        if (or_sse_refusal_reason(v, e)) {
+            /* the model declined: an answer, it commits */
+            ev->refusal = 1;
+            or_sse_kind(ev, OR_SSE_EV_META, 1, 1);
+            return 1;
+        }
+
+        or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
+        return 1;
+    }
+
     if (or_sse_is(type, tlen, "message_start")
-        || or_sse_is(type, tlen, "message_delta")
         || or_sse_is(type, tlen, "content_block_stop"))
     {
         ev->format = OR_SSE_FMT_ANTHROPIC;
@@ -841,6 +871,10 @@ or_sse_responses(const char *type, size_t tlen, const char *p, const char *e,
     if (or_sse_is(type, tlen, "response.completed")
         || or_sse_is(type, tlen, "response.incomplete"))
     {
+        ev->refusal = or_sse_refusal_reason(
+                          or_sj_get(or_sj_get(or_sj_get(p, e, "response"), e,
+                                              "incomplete_details"),
+                                    e, "reason"), e);
         or_sse_kind(ev, OR_SSE_EV_DONE, 0, 0);
         return 1;
     }
@@ -891,6 +925,63 @@ or_sse_responses(const char *type, size_t tlen, const char *p, const char *e,
     /* created, in_progress, queued, output_item.added, ... */
     or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
     return 1;
+}
+
+
+/*
+ * The JSON string at v is a finish or stop reason that says the answer was
+ * refused or filtered: OpenAI, Azure, OpenRouter and Gemini's OpenAI
+ * endpoint "content_filter", Anthropic "refusal", Gemini's own SAFETY,
+ * PROHIBITED_CONTENT, BLOCKLIST, SPII, RECITATION, IMAGE_SAFETY (any
+ * case).
+ */
+
+static int
+or_sse_refusal_reason(const char *v, const char *e)
+{
+    size_t              n, i, k;
+    const char         *s;
+    static const char  *reasons[] = {
+        "content_filter", "refusal", "safety", "prohibited_content",
+        "blocklist", "spii", "recitation", "image_safety",
+        "content_filtered"
+    };
+
+    if (v == NULL || v >= e || *v != '"') {
+        return 0;
+    }
+
+    s = v + 1;
+
+    for (n = 0; s + n < e && s[n] != '"' && s[n] != '\\'; n++) {
+        /* void */
+    }
+
+    if (s + n >= e || s[n] != '"') {
+        return 0;
+    }
+
+    for (i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+
+        if (strlen(reasons[i]) != n) {
+            continue;
+        }
+
+        for (k = 0; k < n; k++) {
+            if (s[k] != reasons[i][k]
+                && !(s[k] >= 'A' && s[k] <= 'Z'
+                     && (s[k] | 0x20) == reasons[i][k]))
+            {
+                break;
+            }
+        }
+
+        if (k == n) {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 
@@ -956,6 +1047,7 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
 
         if (v != NULL && !or_sj_null(v, e)) {
             ev->finish = 1;
+            ev->refusal |= or_sse_refusal_reason(v, e);
         }
 
         d = choice[OR_SSE_CHOICE_DELTA].val;
@@ -1025,6 +1117,10 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
 
     } else if (reasoning) {
         or_sse_kind(ev, OR_SSE_EV_REASONING, 1, 1);
+
+    } else if (ev->refusal) {
+        /* a filtered answer (finish_reason "content_filter"): it commits */
+        or_sse_kind(ev, OR_SSE_EV_META, 1, 1);
 
     } else {
         or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
@@ -1189,6 +1285,88 @@ or_sse_format_of_path(const char *path, size_t len)
     }
 
     return OR_SSE_FMT_CHAT;
+}
+
+
+or_api_e
+or_api_of_path(const char *path, size_t len)
+{
+    const char  *q;
+
+    if (path == NULL) {
+        return OR_API_OPENAI;
+    }
+
+    q = memchr(path, '?', len);
+
+    if (q != NULL) {
+        len = q - path;
+    }
+
+    while (len > 0 && path[len - 1] == '/') {
+        len--;
+    }
+
+    if (or_sse_suffix(path, len, "/messages")
+        || or_sse_suffix(path, len, "/messages/count_tokens"))
+    {
+        return OR_API_ANTHROPIC;
+    }
+
+    if (or_sse_suffix(path, len, ":generateContent")
+        || or_sse_suffix(path, len, ":streamGenerateContent")
+        || or_sse_suffix(path, len, ":countTokens"))
+    {
+        return OR_API_GEMINI;
+    }
+
+    return OR_API_OPENAI;
+}
+
+
+or_api_e
+or_api_of_provider(const char *url, size_t len, int anthropic_header)
+{
+    size_t       hlen;
+    const char  *host, *path, *p, *e;
+
+    if (anthropic_header) {
+        return OR_API_ANTHROPIC;
+    }
+
+    if (url == NULL) {
+        return OR_API_OPENAI;
+    }
+
+    e = url + len;
+    p = memchr(url, ':', len);
+    host = (p != NULL && e - p >= 3 && p[1] == '/' && p[2] == '/')
+           ? p + 3 : url;
+
+    for (path = host; path < e && *path != '/'; path++) {
+        /* void */
+    }
+
+    hlen = path - host;
+
+    while (e > path && e[-1] == '/') {
+        e--;
+    }
+
+    if (or_sse_contains(host, hlen, "anthropic")
+        || or_sse_suffix(path, e - path, "/anthropic")
+        || or_sse_suffix(path, e - path, "/anthropic/v1"))
+    {
+        return OR_API_ANTHROPIC;
+    }
+
+    if (or_sse_contains(host, hlen, "generativelanguage.googleapis.com")
+        && !or_sse_contains(path, e - path, "/openai"))
+    {
+        return OR_API_GEMINI;
+    }
+
+    return OR_API_OPENAI;
 }
 
 

@@ -32,6 +32,16 @@
  *   any         an event whose data is not JSON   comments (": ping"),
  *               of a known shape (OTHER)          events without data
  *
+ * Refusals and filters are content too (they commit, ev->refusal): a
+ * Chat finish_reason "content_filter" (or Gemini's SAFETY...), an
+ * Anthropic message_delta with stop_reason "refusal"; a Responses
+ * response.incomplete for content_filter is terminal and refusal.
+ *
+ * A malformed event (data that opens a JSON object and is not valid
+ * JSON, within the kept bound) is an error event of status 502 with
+ * ev->malformed: before content it falls over, after content it ends the
+ * stream (issue 25).
+ *
  * Error events: Chat/any `data: {"error": ...}` (a top-level "error"
  * member that is not null), Anthropic and Responses `event: error` /
  * `"type":"error"`, Responses `response.failed`.  Terminal events:
@@ -87,7 +97,16 @@ typedef struct {
     unsigned         content:1;     /* the commit point */
     unsigned         progress:1;    /* restarts the content-stall budget */
     unsigned         finish:1;      /* Chat: a non-null finish_reason */
+    unsigned         refusal:1;     /* a refusal or filter: Chat
+                                       finish_reason content_filter (and
+                                       Gemini's SAFETY...), Anthropic
+                                       stop_reason refusal, Responses
+                                       incomplete for content_filter; an
+                                       answer, content (it commits) */
     unsigned         truncated:1;   /* data longer than OR_SSE_DATA_MAX */
+    unsigned         malformed:1;   /* data that starts as a JSON object
+                                       and is not one (cut, garbled): an
+                                       ERROR of status 502 (issue 25) */
     unsigned         usage_only:1;  /* Chat: the usage chunk, a "usage"
                                        object and no choice (choices []) */
     unsigned         usage:1;       /* may carry token usage, worth a
@@ -141,6 +160,32 @@ size_t or_sse_error_message(const char *data, size_t len, char *out,
 /* the stream format a client asked for, from its request path:
  * ".../messages" Anthropic, ".../responses" Responses, else Chat */
 or_sse_format_e or_sse_format_of_path(const char *path, size_t len);
+
+
+typedef enum {
+    OR_API_OPENAI = 0,              /* Chat, Responses, embeddings, ... */
+    OR_API_ANTHROPIC,               /* Messages */
+    OR_API_GEMINI                   /* generateContent, native */
+} or_api_e;
+
+/*
+ * The API a client request speaks, from its path: ".../messages" (and
+ * ".../messages/count_tokens") Anthropic, a ":generateContent",
+ * ":streamGenerateContent" or ":countTokens" method Gemini, else OpenAI.
+ */
+or_api_e or_api_of_path(const char *path, size_t len);
+
+/*
+ * The API a provider serves, from its base URL and whether it declares
+ * an anthropic-version header: that header, an "anthropic" host
+ * (api.anthropic.com) or a path ending in "/anthropic" (the Anthropic
+ * endpoints of DeepSeek, MiniMax, Z.ai, ...) Anthropic; the host
+ * generativelanguage.googleapis.com without "/openai" in the path
+ * Gemini; else OpenAI.  The emergency target serves only requests of
+ * its API (issue 25).
+ */
+or_api_e or_api_of_provider(const char *url, size_t len,
+    int anthropic_header);
 
 const char *or_sse_kind_name(or_sse_kind_e kind);
 const char *or_sse_format_name(or_sse_format_e fmt);

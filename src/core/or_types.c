@@ -23,7 +23,8 @@ static const char  *or_reason_names[OR_REASON_COUNT] = {
     "timeout",
     "transport",
     "stream_stall",
-    "tool_limit"
+    "tool_limit",
+    "capability"
 };
 
 

@@ -97,6 +97,8 @@ typedef enum {
     OR_REASON_TRANSPORT,
     OR_REASON_STREAM_STALL,
     OR_REASON_TOOL_LIMIT,               /* too many tools for the target */
+    OR_REASON_CAPABILITY,               /* the model lacks a feature the
+                                           request uses (issue 25) */
     OR_REASON_COUNT
 } or_reason_e;
 

@@ -1,5 +1,6 @@
 // Streams one request through the gateway with a real SDK and prints the
-// outcome as one JSON line: {"ok":true,"text":...,"events":N} when the
+// outcome as one JSON line: {"ok":true,"text":...,"events":N,
+// "finish":...} (the last finish_reason / stop_reason seen) when the
 // SDK's stream ended without raising, {"ok":false,"error":{...}} when it
 // raised.  Driven by t/stream_sdk.t.
 //
@@ -25,6 +26,7 @@ const [kind, baseURL, model] = process.argv.slice(2);
 async function run() {
     let text = '';
     let events = 0;
+    let finish = null;
 
     if (kind === 'openai-chat') {
         const OpenAI = load('openai');
@@ -38,6 +40,7 @@ async function run() {
             events++;
             for (const c of chunk.choices || []) {
                 text += (c.delta && c.delta.content) || '';
+                finish = c.finish_reason || finish;
             }
         }
 
@@ -52,6 +55,9 @@ async function run() {
             events++;
             if (ev.type === 'response.output_text.delta') {
                 text += ev.delta;
+            }
+            if (ev.response && ev.response.incomplete_details) {
+                finish = ev.response.incomplete_details.reason || finish;
             }
         }
 
@@ -70,13 +76,16 @@ async function run() {
             {
                 text += ev.delta.text;
             }
+            if (ev.type === 'message_delta') {
+                finish = ev.delta.stop_reason || finish;
+            }
         }
 
     } else {
         throw new Error('unknown SDK kind ' + kind);
     }
 
-    return { ok: true, text, events };
+    return { ok: true, text, events, finish };
 }
 
 run().then(

@@ -7,6 +7,7 @@
 
 #include "or_test.h"
 #include "or_classify.h"
+#include "or_outcome.h"
 
 
 #define NOW      ((or_msec_t) 1704067200000)
@@ -75,6 +76,7 @@ static void test_egress(void);
 static void test_validate(void);
 static void test_misc(void);
 static void test_decode(void);
+static void test_capability(void);
 
 
 static or_class_conf_t  confs[C_COUNT];
@@ -365,12 +367,12 @@ static const case_t  cases[] = {
     /* agentrouter: restatement then rules (R-CLASS-1, R-CLASS-3) */
     { C_AGENTROUTER, TOK, 403, HS_NONE,
       "{\"error\":{\"message\":\"用户额度不足\"}}",
-      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, NONE, 1, 0, 429, 60,
+      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, 60000, 1, 0, 429, 60,
       "agentrouter-user-quota-exhausted",
       "R-CLASS-1 agentrouter 403 用户额度不足 -> 429 Retry-After 60, "
       "quota_exhausted connection" },
     { C_AGENTROUTER, TOK, 400, HS_NONE, "额度不足",
-      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, NONE, 1, 0, 429, 60,
+      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, 60000, 1, 0, 429, 60,
       "agentrouter-user-quota-exhausted",
       "R-CLASS-1 agentrouter 400 额度不足 -> 429 Retry-After 60" },
     { C_AGENTROUTER, TOK, 403, HS_NONE, "无权访问模型 gpt-5",
@@ -384,7 +386,7 @@ static const case_t  cases[] = {
     { C_AGENTROUTER, TOK, 403, HS_NONE,
       "{\"error\":{\"message\":\"\\u7528\\u6237\\u989d\\u5ea6"
       "\\u4e0d\\u8db3\",\"type\":\"new_api_error\"}}",
-      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, NONE, 1, 0, 429, 60,
+      R(QUOTA_EXHAUSTED), S(CONNECTION), NONE, 60000, 1, 0, 429, 60,
       "agentrouter-user-quota-exhausted",
       "issue 11: JSON-escaped 用户额度不足 is decoded and restated 429" },
     { C_AGENTROUTER, TOK, 403, HS_NONE,
@@ -887,7 +889,7 @@ test_misc(void)
     or_class_conf_t      conf;
     const or_catalog_t  *cat;
     static const int     fall[OR_REASON_COUNT] = {
-        0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1
+        0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1
     };
 
     for (i = 0; i < OR_REASON_COUNT; i++) {
@@ -987,6 +989,7 @@ main(void)
     test_validate();
     test_misc();
     test_decode();
+    test_capability();
 
     return or_done();
 }
@@ -1051,4 +1054,78 @@ test_decode(void)
     or_ok(v.reason == OR_REASON_STREAM_STALL && v.fall_over
           && !v.counts_for_breaker && v.cooldown_ms == NONE,
           "R-CD-8 a stream stall: falls over, no breaker, no cooldown");
+}
+
+
+/* issue 25: capability refusals fall over, never a connection failure */
+
+static void
+test_capability(void)
+{
+    size_t               i;
+    or_verdict_t         v;
+    or_response_t        resp;
+    or_outcome_writes_t  w;
+
+    static const struct {
+        int          status;
+        const char  *body;
+        const char  *name;
+    } cases[] = {
+        { 400, "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_"
+               "error\",\"message\":\"This model does not support assistant "
+               "message prefill. The conversation must end with a user "
+               "message.\"}}", "Anthropic prefill" },
+        { 400, "{\"error\":{\"message\":\"assistant message prefill is not "
+               "supported\"}}", "prefill is not supported" },
+        { 400, "{\"error\":{\"message\":\"Unsupported parameter: 'temperature'"
+               " is not supported with this model.\",\"type\":\"invalid_"
+               "request_error\",\"param\":\"temperature\",\"code\":"
+               "\"unsupported_parameter\"}}", "OpenAI unsupported parameter" },
+        { 400, "{\"error\":{\"message\":\"Invalid content type. image_url is "
+               "only supported by certain models. This model does not "
+               "support image inputs.\"}}", "OpenAI images" },
+        { 400, "{\"error\":{\"code\":400,\"message\":\"Function calling is "
+               "not enabled for models/gemma-3-27b-it\",\"status\":"
+               "\"INVALID_ARGUMENT\"}}", "Gemini tools" },
+        { 404, "{\"error\":{\"message\":\"No endpoints found that support "
+               "tool use. To learn more about provider routing, visit: "
+               "https://openrouter.ai/docs/provider-routing\",\"code\":404}}",
+          "OpenRouter 404 tool use" },
+    };
+
+    memset(&resp, 0, sizeof(resp));
+    resp.transport = OR_TRANSPORT_OK;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        resp.status = cases[i].status;
+        resp.body = cases[i].body;
+        resp.body_len = strlen(cases[i].body);
+
+        or_classify(NULL, &resp, &v);
+
+        or_is_int(v.reason, OR_REASON_CAPABILITY, "%s: capability",
+                  cases[i].name);
+        or_ok(v.fall_over && !v.counts_for_breaker,
+              "%s: falls over, no breaker", cases[i].name);
+
+        w = or_outcome_writes(&v, cases[i].status, OR_TRANSPORT_OK, NULL, 0,
+                              0, 0);
+        or_is_int((int) w.mask, 0, "%s: nothing recorded for the connection",
+                  cases[i].name);
+    }
+
+    resp.status = 400;
+    resp.body = "{\"error\":{\"message\":\"Invalid value for 'messages'\"}}";
+    resp.body_len = strlen(resp.body);
+    or_classify(NULL, &resp, &v);
+    or_is_int(v.reason, OR_REASON_BAD_REQUEST, "another 400: bad_request");
+
+    resp.status = 404;
+    resp.body = "{\"error\":{\"message\":\"The model `x` does not exist\"}}";
+    resp.body_len = strlen(resp.body);
+    or_classify(NULL, &resp, &v);
+    or_is_int(v.reason, OR_REASON_NOT_FOUND, "a missing model: not_found");
+
+    or_is_str(or_reason_name(OR_REASON_CAPABILITY), "capability", "its name");
 }

@@ -396,9 +396,42 @@ test_headers(void)
 }
 
 
+/* issue 25: the one rounding rule of the Retry-After the gateway sends */
+
+static void
+test_seconds(void)
+{
+    or_is_int((int) or_retry_after_seconds(1), 1, "1 ms: 1 s");
+    or_is_int((int) or_retry_after_seconds(1000), 1, "1000 ms: 1 s");
+    or_is_int((int) or_retry_after_seconds(1001), 2, "1001 ms: 2 s (ceil)");
+    or_is_int((int) or_retry_after_seconds(2900), 3, "2900 ms: 3 s");
+    or_is_int((int) or_retry_after_seconds(0), 1, "0: at least 1");
+    or_is_int((int) or_retry_after_seconds(-5), 1, "negative: 1");
+    or_is_int((int) or_retry_after_seconds(OR_MSEC_NONE), 1, "none: 1");
+    or_ok(or_retry_after_seconds((or_msec_t) 400 * 24 * 3600 * 1000)
+          == OR_RETRY_AFTER_MAX_S, "bounded: 30 days");
+
+    or_ok(or_retry_after_answer(503, -1, OR_MSEC_NONE, 3000) == 3000,
+          "a provider's 503 without a hint: the cooldown just recorded");
+    or_ok(or_retry_after_answer(429, 60, OR_MSEC_NONE, 3000) == 60000,
+          "a restated 429: the restatement's, longer than the cooldown");
+    or_ok(or_retry_after_answer(429, 60, 60000, 61000) == 61000,
+          "... never shorter than the connection's cooldown");
+    or_ok(or_retry_after_answer(429, -1, 30000, 30000) == 30000,
+          "a 429 with Retry-After 30, cooled 30 s: 30 s");
+    or_ok(or_retry_after_answer(429, -1, OR_MSEC_NONE, OR_MSEC_NONE)
+          == OR_MSEC_NONE, "nothing known: no Retry-After");
+    or_ok(or_retry_after_answer(400, -1, OR_MSEC_NONE, 3000) == OR_MSEC_NONE,
+          "a 400: never the cooldown");
+    or_ok(or_retry_after_answer(400, -1, 20000, 3000) == 20000,
+          "a 400 with a hint: the hint");
+}
+
+
 int
 main(void)
 {
+    test_seconds();
     test_table();
     test_memcasemem();
     test_headers();

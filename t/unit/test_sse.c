@@ -48,6 +48,11 @@ static const fixture_t  fixtures[] = {
       429, 0, "uuu" },
     { "openai-responses-failed-after-created.sse", "MME",
       OR_SSE_FMT_RESPONSES, -1, 500, 0, "uuu" },
+    /* refusals and filters commit (issue 25) */
+    { "openai-chat-content-filter.sse", "MMD", OR_SSE_FMT_CHAT, 1, 0, 0,
+      ".u." },
+    { "anthropic-refusal.sse", "MMD", OR_SSE_FMT_ANTHROPIC, 1, 0, 0,
+      "uuu" },
 };
 
 
@@ -761,7 +766,7 @@ test_skip(void)
     or_is_int(ev.kind, OR_SSE_EV_ERROR,
               "skip: brackets and an escaped quote in a skipped string");
 
-    one("data: {\"x\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]],"
+    one("data: {\"x\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]],"
         "\"error\":{\"message\":\"overloaded\"}}\n\n", &ev);
     or_is_int(ev.kind, OR_SSE_EV_OTHER,
               "skip: nesting deeper than the reader goes ends the reading");
@@ -802,6 +807,131 @@ test_data_span(void)
 }
 
 
+/*
+ * Refusals and filters are answers (issue 25): each format's refusal or
+ * filter commits, content without text, and is marked refusal.
+ */
+
+static void
+test_refusals(void)
+{
+    or_sse_event_t  ev;
+
+    or_is_int(one("data: {\"id\":\"c1\",\"object\":\"chat.completion"
+                  ".chunk\",\"choices\":[{\"index\":0,\"delta\":{},"
+                  "\"finish_reason\":\"content_filter\"}]}\n\n", &ev),
+              OR_SSE_EV_META, "a content_filter finish is not text");
+    or_ok(ev.content && ev.refusal && ev.finish,
+          "... but commits, marked refusal");
+    or_is_int((int) ev.text_bytes, 0, "... with no text");
+
+    (void) one("data: {\"choices\":[{\"delta\":{\"content\":\"\"},"
+               "\"finish_reason\":\"SAFETY\"}]}\n\n", &ev);
+    or_ok(ev.content && ev.refusal, "Gemini SAFETY (any case) too");
+
+    (void) one("data: {\"choices\":[{\"delta\":{},\"finish_reason\":"
+               "\"stop\"}]}\n\n", &ev);
+    or_ok(!ev.content && !ev.refusal, "a stop finish is no refusal");
+
+    (void) one("data: {\"choices\":[{\"delta\":{},\"finish_reason\":"
+               "\"content_filter_x\"}]}\n\n", &ev);
+    or_ok(!ev.refusal, "a longer word is none");
+
+    (void) one("event: message_delta\ndata: {\"type\":\"message_delta\","
+               "\"delta\":{\"stop_reason\":\"refusal\",\"stop_sequence\":"
+               "null},\"usage\":{\"output_tokens\":0}}\n\n", &ev);
+    or_ok(ev.kind == OR_SSE_EV_META && ev.content && ev.refusal,
+          "Anthropic stop_reason refusal commits");
+
+    (void) one("event: message_delta\ndata: {\"type\":\"message_delta\","
+               "\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n", &ev);
+    or_ok(!ev.content && !ev.refusal, "end_turn is metadata");
+
+    (void) one("event: response.incomplete\ndata: {\"type\":\"response."
+               "incomplete\",\"response\":{\"status\":\"incomplete\","
+               "\"incomplete_details\":{\"reason\":\"content_filter\"}}}"
+               "\n\n", &ev);
+    or_ok(ev.kind == OR_SSE_EV_DONE && ev.refusal,
+          "Responses incomplete for content_filter: terminal, refusal");
+}
+
+
+/* a malformed event is an error of status 502 (issue 25) */
+
+static void
+test_malformed(void)
+{
+    or_sse_event_t  ev;
+
+    or_is_int(one("data: {\"id\":\"c1\",\"object\":\"chat.completion."
+                  "chunk\",\"choices\":[{\"delta\":{\"content\":\"Hel"
+                  "\n\n", &ev), OR_SSE_EV_ERROR, "a cut chunk is an error");
+    or_ok(ev.malformed && ev.status == 502, "... malformed, 502");
+    or_ok(!ev.content, "... never content");
+
+    (void) one("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}}"
+               "\n\n", &ev);
+    or_ok(ev.malformed, "trailing garbage after the object");
+
+    (void) one("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}"
+               "\n\n", &ev);
+    or_ok(!ev.malformed && ev.kind == OR_SSE_EV_TEXT, "a whole chunk is text");
+
+    (void) one("data: {\"a\":\n"
+               "data: 1}\n\n", &ev);
+    or_ok(!ev.malformed, "an object over two data lines is whole");
+
+    (void) one("data: not json at all\n\n", &ev);
+    or_ok(!ev.malformed && ev.content,
+          "data that is not JSON: a stream of no known format (content)");
+}
+
+
+/* the API of a request path and of a provider (the emergency target) */
+
+static void
+test_api(void)
+{
+#define PATH(s)  or_api_of_path(s, sizeof(s) - 1)
+#define PROV(s, h)  or_api_of_provider(s, sizeof(s) - 1, h)
+
+    or_is_int(PATH("/v1/messages"), OR_API_ANTHROPIC, "/v1/messages");
+    or_is_int(PATH("/v1/messages/?beta=true"), OR_API_ANTHROPIC,
+              "/v1/messages/?beta=true");
+    or_is_int(PATH("/v1/messages/count_tokens"), OR_API_ANTHROPIC,
+              "count_tokens");
+    or_is_int(PATH("/v1/chat/completions"), OR_API_OPENAI, "chat");
+    or_is_int(PATH("/v1/responses"), OR_API_OPENAI, "responses");
+    or_is_int(PATH("/v1beta/models/gemini-2.5-pro:streamGenerateContent"
+                   "?alt=sse"), OR_API_GEMINI, "streamGenerateContent");
+    or_is_int(PATH("/v1beta/models/gemini-2.5-pro:generateContent"),
+              OR_API_GEMINI, "generateContent");
+    or_is_int(or_api_of_path(NULL, 0), OR_API_OPENAI, "no path");
+
+    or_is_int(PROV("https://api.anthropic.com/v1", 0), OR_API_ANTHROPIC,
+              "api.anthropic.com");
+    or_is_int(PROV("https://api.deepseek.com/anthropic", 0), OR_API_ANTHROPIC,
+              "DeepSeek's /anthropic");
+    or_is_int(PROV("https://api.z.ai/api/anthropic/", 0), OR_API_ANTHROPIC,
+              "Z.ai's /api/anthropic/");
+    or_is_int(PROV("http://127.0.0.1:8080/v1", 1), OR_API_ANTHROPIC,
+              "an anthropic-version header");
+    or_is_int(PROV("https://openrouter.ai/api/v1", 0), OR_API_OPENAI,
+              "OpenRouter");
+    or_is_int(PROV("http://127.0.0.1:11434/v1", 0), OR_API_OPENAI,
+              "a local server");
+    or_is_int(PROV("https://generativelanguage.googleapis.com/v1beta", 0),
+              OR_API_GEMINI, "Gemini native");
+    or_is_int(PROV("https://generativelanguage.googleapis.com/v1beta/openai",
+                   0), OR_API_OPENAI, "Gemini's OpenAI endpoint");
+    or_is_int(PROV("https://example.com/v1/anthropicish", 0), OR_API_OPENAI,
+              "a path merely containing the word");
+
+#undef PATH
+#undef PROV
+}
+
+
 int
 main(void)
 {
@@ -818,6 +948,9 @@ main(void)
     test_usage_flag();
     test_skip();
     test_data_span();
+    test_refusals();
+    test_api();
+    test_malformed();
 
     return or_done();
 }

@@ -180,6 +180,9 @@ typedef struct {
     ngx_omniroute_candidate_t    *cand;
     ngx_omniroute_attempt_state_e state;
     or_msec_t                     start;
+    or_msec_t                     cooled_until; /* outcome.c: the
+                                                   connection's cooldown
+                                                   just recorded, or 0 */
     or_verdict_t                  verdict;
     or_transport_e                transport;
     ngx_uint_t                    status;       /* provider status or 502/504 */
@@ -204,6 +207,10 @@ typedef struct {
                                                    it */
     unsigned                      stream:1;     /* an event stream, scanned */
     unsigned                      terminal:1;   /* its terminal event passed */
+    unsigned                      malformed:1;  /* a malformed event
+                                                   after the commit */
+    unsigned                      refusal:1;    /* a refusal or filter
+                                                   passed: an answer */
     unsigned                      error_event:1;    /* an error event passed
                                                        after the commit */
     unsigned                      partial:1;    /* part of an event passed
@@ -515,6 +522,10 @@ ngx_int_t ngx_omniroute_send_held(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 ngx_int_t ngx_omniroute_send_transport_error(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_send_rejected(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_int_t status);
+ngx_int_t ngx_omniroute_set_retry_after(ngx_http_request_t *r,
+    or_msec_t ms);
 ngx_int_t ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_send_rate_limited(ngx_http_request_t *r,
@@ -553,6 +564,8 @@ ngx_int_t ngx_omniroute_stats_trail(ngx_http_request_t *r,
 
 /* filter.c: hold, probe or commit each attempt's response */
 ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);
+void ngx_omniroute_held(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a);
 
 /* variables.c */
 ngx_int_t ngx_omniroute_add_variables(ngx_conf_t *cf);

@@ -554,6 +554,9 @@ ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
             return NGX_ABORT;
         }
 
+        /* nothing tells when a place frees: a short retry (issue 25) */
+        (void) ngx_omniroute_set_retry_after(r, 1000);
+
         return ngx_omniroute_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
                                         "rate_limit_error",
                                         "RATE_LIMIT_QUEUE_FULL",

@@ -51,6 +51,27 @@ ngx_omniroute_filter_init(ngx_conf_t *cf)
 }
 
 
+/*
+ * A held error becomes the answer should no attempt succeed, unless it is
+ * the emergency target's (issue 25): its error (a 404 for a model the
+ * client did not ask for, say) never hides a real one of the request's
+ * own candidates, such as their 429 or 503 with its Retry-After.  The
+ * attempt trail shows both.
+ */
+
+void
+ngx_omniroute_held(ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a)
+{
+    if (a->cand->emergency && ctx->last_held != NULL
+        && !ctx->last_held->cand->emergency)
+    {
+        return;
+    }
+
+    ctx->last_held = a;
+}
+
+
 /* the running attempt whose subrequest is r, or NULL */
 
 static ngx_omniroute_attempt_t *
@@ -130,7 +151,7 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
         /* every error is held: its body decides (restatement, fallback) */
 
         a->state = NGX_OMNIROUTE_ATTEMPT_HELD;
-        ctx->last_held = a;
+        ngx_omniroute_held(ctx, a);
 
         a->body = ngx_create_temp_buf(r->pool, ctx->lcf->error_body_max);
         if (a->body == NULL) {

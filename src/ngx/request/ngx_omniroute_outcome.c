@@ -233,6 +233,9 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
         (void) ngx_omniroute_store_update(st, NGX_OMNIROUTE_T_CONN, &k,
                                           sizeof(or_conn_state_t),
                                           ngx_omniroute_conn_failed, &o, 0);
+
+        /* what the client is told agrees with it (Retry-After) */
+        a->cooled_until = o.cooldown.until;
     }
 
     skip_breaker = o.cooldown.skip_breaker;

@@ -460,9 +460,6 @@ ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     or_msec_t wait_until)
 {
     or_msec_t   until, now;
-    ngx_str_t   value;
-
-    static ngx_str_t  name = ngx_string("Retry-After");
 
     until = ngx_omniroute_pace_until(r, ctx);
 
@@ -491,16 +488,8 @@ ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         return NGX_ABORT;
     }
 
-    value.data = ngx_pnalloc(r->pool, NGX_INT64_LEN);
-
-    if (value.data) {
-        value.len = ngx_sprintf(value.data, "%L",
-                                (int64_t) ((until - now + 999) / 1000))
-                    - value.data;
-
-        /* without it on an allocation failure: the answer still goes */
-        (void) ngx_omniroute_add_header(r, &name, &value);
-    }
+    /* without it on an allocation failure: the answer still goes */
+    (void) ngx_omniroute_set_retry_after(r, until - now);
 
     return ngx_omniroute_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
                                     "rate_limit_error", "SEMAPHORE_TIMEOUT",

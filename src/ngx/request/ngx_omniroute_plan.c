@@ -38,6 +38,8 @@ static ngx_omniroute_provider_state_t *ngx_omniroute_plan_provider(
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
 static ngx_int_t ngx_omniroute_plan_peek(ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_plan_emergency(ngx_omniroute_ctx_t *ctx);
+static ngx_uint_t ngx_omniroute_plan_same_api(ngx_http_request_t *r,
+    ngx_omniroute_provider_t *p);
 static ngx_int_t ngx_omniroute_order(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_store_t *st);
 static void ngx_omniroute_pin_first(ngx_omniroute_ctx_t *ctx,
@@ -655,6 +657,33 @@ ngx_omniroute_plan_exclude(ngx_omniroute_ctx_t *ctx,
 }
 
 
+/* the request's API (its path) is the one the provider serves */
+
+static ngx_uint_t
+ngx_omniroute_plan_same_api(ngx_http_request_t *r,
+    ngx_omniroute_provider_t *p)
+{
+    ngx_uint_t               i, anthropic;
+    ngx_omniroute_header_t  *h;
+
+    anthropic = 0;
+    h = p->headers.elts;
+
+    for (i = 0; i < p->headers.nelts; i++) {
+        if (h[i].name.len == sizeof("anthropic-version") - 1
+            && ngx_strncasecmp(h[i].name.data, (u_char *) "anthropic-version",
+                               h[i].name.len) == 0)
+        {
+            anthropic = 1;
+        }
+    }
+
+    return or_api_of_path((const char *) r->uri.data, r->uri.len)
+           == or_api_of_provider((const char *) p->url.data, p->url.len,
+                                 (int) anthropic);
+}
+
+
 /*
  * R-EMERG-1: the emergency target, once every other candidate of the
  * request failed or was excluded (never because the others are busy: a
@@ -681,6 +710,19 @@ ngx_omniroute_plan_emergency(ngx_omniroute_ctx_t *ctx)
     }
 
     ctx->plan.emergency = 1;
+
+    /*
+     * Only for requests of its API (issue 25): an Anthropic /v1/messages
+     * request never gets an OpenAI chat.completion from it.
+     */
+
+    if (!ngx_omniroute_plan_same_api(ctx->request, e->provider)) {
+        ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0,
+                      "omniroute: the emergency fallback \"%V\" serves "
+                      "another API than \"%V\", not used",
+                      &e->conn->id, &ctx->request->uri);
+        return NGX_DECLINED;
+    }
 
     /* a route of the model already: tried (or excluded) as one */
 

@@ -151,9 +151,7 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     if (rc != NGX_OK) {
         if (ctx->error_code) {
             ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_CLIENT_ERROR);
-            rc = ngx_omniroute_send_error(r, rc, "invalid_request_error",
-                                          ctx->error_code,
-                                          ctx->error_message);
+            rc = ngx_omniroute_send_rejected(r, ctx, rc);
         }
 
         ngx_http_finalize_request(r, rc);
@@ -720,6 +718,17 @@ ngx_omniroute_parent_handler(ngx_http_request_t *r)
                                        (ctx->last_held && !a->stall)
                                        ? ctx->last_held : a);
 
+    } else if (ctx->last_held && ctx->last_held->cand->emergency) {
+        /*
+         * Only the emergency target answered, and failed (issue 25): the
+         * request's own candidates are excluded; their state (cooling
+         * down, with its Retry-After) is the answer, not its error.
+         */
+
+        ctx->last_held = NULL;
+        ngx_omniroute_nothing_now(r, ctx);
+        return;
+
     } else if (ctx->last_held) {
         ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
         rc = ngx_omniroute_send_held(r, ctx, ctx->last_held);
@@ -973,6 +982,9 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
                                       ngx_omniroute_early_fail(r, ctx, NULL));
             break;
         }
+
+        /* nothing tells when a slot frees: a short retry (issue 25) */
+        (void) ngx_omniroute_set_retry_after(r, 1000);
 
         ngx_http_finalize_request(r,
             ngx_omniroute_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,

@@ -22,10 +22,11 @@
 
 static ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
+static ngx_int_t ngx_omniroute_nosniff(ngx_http_request_t *r);
+static ngx_int_t ngx_omniroute_send_own_json(ngx_http_request_t *r,
+    ngx_uint_t status, json_t *doc);
 static json_t *ngx_omniroute_excluded_json(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, or_msec_t *earliest);
-static ngx_int_t ngx_omniroute_retry_after(ngx_http_request_t *r,
-    or_msec_t ms);
 
 
 typedef struct {
@@ -57,6 +58,36 @@ static ngx_omniroute_error_page_t  ngx_omniroute_error_pages[] = {
 };
 
 
+/*
+ * The gateway's own JSON answers say X-Content-Type-Options: nosniff, as
+ * the admin API's do (issue 25).
+ */
+
+static ngx_int_t
+ngx_omniroute_nosniff(ngx_http_request_t *r)
+{
+    ngx_str_t  name, value;
+
+    ngx_str_set(&name, "X-Content-Type-Options");
+    ngx_str_set(&value, "nosniff");
+
+    return ngx_omniroute_add_header(r, &name, &value);
+}
+
+
+static ngx_int_t
+ngx_omniroute_send_own_json(ngx_http_request_t *r, ngx_uint_t status,
+    json_t *doc)
+{
+    if (ngx_omniroute_nosniff(r) != NGX_OK) {
+        json_decref(doc);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_omniroute_send_json(r, status, doc);
+}
+
+
 ngx_int_t
 ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *message)
@@ -69,7 +100,7 @@ ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    return ngx_omniroute_send_json(r, status, doc);
+    return ngx_omniroute_send_own_json(r, status, doc);
 }
 
 
@@ -197,7 +228,7 @@ ngx_omniroute_json_error_page(ngx_http_request_t *r)
                                    ctx->error_page->last
                                    - ctx->error_page->pos);
 
-    return NGX_OK;
+    return ngx_omniroute_nosniff(r);
 }
 
 
@@ -255,6 +286,39 @@ ngx_omniroute_reject(ngx_omniroute_ctx_t *ctx, ngx_uint_t status,
     ctx->error_message = message;
 
     return status;
+}
+
+
+/*
+ * A request refused before planning (ngx_omniroute_reject()): its code
+ * and message; 404 no_executable_targets says why in diagnostics, as
+ * the answer after planning does (issue 25): no connection serves any
+ * target of the model, nothing was excluded.
+ */
+
+ngx_int_t
+ngx_omniroute_send_rejected(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_int_t status)
+{
+    json_t  *doc;
+
+    if (ngx_strcmp(ctx->error_code, "no_executable_targets") != 0) {
+        return ngx_omniroute_send_error(r, status, "invalid_request_error",
+                                        ctx->error_code, ctx->error_message);
+    }
+
+    doc = json_pack("{s:{s:s,s:s,s:s},s:{s:[],s:i,s:s}}",
+                    "error", "message", ctx->error_message,
+                    "type", "invalid_request_error", "code", ctx->error_code,
+                    "diagnostics", "excluded", "routes", 0,
+                    "reason", "no connection is declared for any target of "
+                              "this model (omniroute_connection provider=, "
+                              "models=)");
+    if (doc == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_omniroute_send_own_json(r, (ngx_uint_t) status, doc);
 }
 
 
@@ -334,7 +398,11 @@ ngx_omniroute_add_route_headers(ngx_http_request_t *r,
     a = (ngx_omniroute_attempt_t *) ctx->attempts.elts
         + ctx->attempts.nelts - 1;
 
-    if (ctx->last_held && a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT) {
+    if (ctx->last_held
+        && (a->state == NGX_OMNIROUTE_ATTEMPT_TRANSPORT
+            || a->state == NGX_OMNIROUTE_ATTEMPT_HELD))
+    {
+        /* the held error that is the answer (an emergency's is not) */
         a = ctx->last_held;
     }
 
@@ -483,58 +551,26 @@ static ngx_int_t
 ngx_omniroute_apply_restatement(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a)
 {
-    u_char                     *p;
-    ngx_str_t                   name, value;
-    ngx_int_t                   seconds;
-    ngx_uint_t                  found;
-    ngx_table_elt_t            *h;
-    ngx_omniroute_list_iter_t   it;
+    or_msec_t  cooled, now;
 
     if (a->verdict.restated_status) {
         r->headers_out.status = a->verdict.restated_status;
         r->headers_out.status_line.len = 0;
     }
 
-    found = 0;
-    ngx_omniroute_list_start(&it, &r->headers_out.headers);
+    /*
+     * One Retry-After (issue 25): the restatement's, the upstream hint
+     * (its Retry-After, rate-limit headers, body text) and, for a 429 or
+     * 503, the cooldown just recorded for the connection: the longest.
+     */
 
-    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
+    now = ngx_omniroute_now();
+    cooled = (a->cooled_until > now) ? a->cooled_until - now : OR_MSEC_NONE;
 
-        if (h->hash != 0
-            && h->key.len == sizeof("Retry-After") - 1
-            && ngx_strncasecmp(h->key.data, (u_char *) "Retry-After",
-                               sizeof("Retry-After") - 1) == 0)
-        {
-            if (a->verdict.retry_after_s >= 0) {
-                h->hash = 0;      /* replaced by the restatement's */
-
-            } else {
-                found = 1;
-            }
-        }
-    }
-
-    if (a->verdict.retry_after_s >= 0) {
-        seconds = a->verdict.retry_after_s;
-
-    } else if (!found && a->verdict.hint_ms > 0) {
-        seconds = (ngx_int_t) ((a->verdict.hint_ms + 999) / 1000);
-
-    } else {
-        return NGX_OK;
-    }
-
-    p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    value.data = p;
-    value.len = ngx_sprintf(p, "%i", seconds) - p;
-
-    ngx_str_set(&name, "Retry-After");
-
-    return ngx_omniroute_add_header(r, &name, &value);
+    return ngx_omniroute_set_retry_after(r,
+               or_retry_after_answer((int) r->headers_out.status,
+                                     a->verdict.retry_after_s,
+                                     a->verdict.hint_ms, cooled));
 }
 
 
@@ -553,6 +589,12 @@ ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
     ngx_uint_t   status;
     const char  *code, *msg;
 
+    /* the attempts made before (the emergency target's): the trail */
+
+    if (ngx_omniroute_add_route_headers(r, ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     list = ngx_omniroute_excluded_json(r, ctx, &earliest);
     if (list == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -563,7 +605,7 @@ ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
         code = "all_targets_cooling_down";
         msg = "every target of this model is cooling down; retry later";
 
-        if (ngx_omniroute_retry_after(r, earliest) != NGX_OK) {
+        if (ngx_omniroute_set_retry_after(r, earliest) != NGX_OK) {
             json_decref(list);
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
@@ -586,7 +628,7 @@ ngx_omniroute_send_cooling_down(ngx_http_request_t *r,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    return ngx_omniroute_send_json(r, status, doc);
+    return ngx_omniroute_send_own_json(r, status, doc);
 }
 
 
@@ -605,12 +647,16 @@ ngx_omniroute_send_rate_limited(ngx_http_request_t *r,
     json_t     *doc, *list;
     or_msec_t   earliest;
 
+    if (ngx_omniroute_add_route_headers(r, ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     list = ngx_omniroute_excluded_json(r, ctx, &earliest);
     if (list == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    if (ngx_omniroute_retry_after(r, retry) != NGX_OK) {
+    if (ngx_omniroute_set_retry_after(r, retry) != NGX_OK) {
         json_decref(list);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -625,15 +671,14 @@ ngx_omniroute_send_rate_limited(ngx_http_request_t *r,
                                "seconds",
                     "type", "rate_limit_error",
                     "code", "all_targets_rate_limited",
-                    "retry_after", (json_int_t) ngx_max((retry + 999) / 1000,
-                                                        1),
+                    "retry_after", (json_int_t) or_retry_after_seconds(retry),
                     "reset_at", (json_int_t) (ngx_omniroute_now() + retry),
                     "diagnostics", "excluded", list);
     if (doc == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    return ngx_omniroute_send_json(r, NGX_HTTP_TOO_MANY_REQUESTS, doc);
+    return ngx_omniroute_send_own_json(r, NGX_HTTP_TOO_MANY_REQUESTS, doc);
 }
 
 
@@ -718,8 +763,8 @@ ngx_omniroute_excluded_json(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
         if (ex[i].retry_after >= 0) {
             json_object_set_new(item, "retry_after_s",
-                                json_integer((ex[i].retry_after + 999)
-                                             / 1000));
+                                json_integer(or_retry_after_seconds(
+                                                 ex[i].retry_after)));
         } else {
             json_object_set_new(item, "retry_after_s", json_null());
         }
@@ -731,13 +776,36 @@ ngx_omniroute_excluded_json(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 }
 
 
-/* Retry-After: ms rounded up to seconds, at least 1 */
+/*
+ * The one writer of Retry-After (issue 25): any Retry-After already in
+ * the response (a provider's) is replaced by ms, rounded by
+ * or_retry_after_seconds(); OR_MSEC_NONE removes it.
+ */
 
-static ngx_int_t
-ngx_omniroute_retry_after(ngx_http_request_t *r, or_msec_t ms)
+ngx_int_t
+ngx_omniroute_set_retry_after(ngx_http_request_t *r, or_msec_t ms)
 {
-    u_char     *p;
-    ngx_str_t   name, value;
+    u_char                     *p;
+    ngx_str_t                   name, value;
+    ngx_table_elt_t            *h;
+    ngx_omniroute_list_iter_t   it;
+
+    ngx_omniroute_list_start(&it, &r->headers_out.headers);
+
+    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
+
+        if (h->hash != 0
+            && h->key.len == sizeof("Retry-After") - 1
+            && ngx_strncasecmp(h->key.data, (u_char *) "Retry-After",
+                               sizeof("Retry-After") - 1) == 0)
+        {
+            h->hash = 0;
+        }
+    }
+
+    if (ms == OR_MSEC_NONE) {
+        return NGX_OK;
+    }
 
     p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
     if (p == NULL) {
@@ -745,8 +813,7 @@ ngx_omniroute_retry_after(ngx_http_request_t *r, or_msec_t ms)
     }
 
     value.data = p;
-    value.len = ngx_sprintf(p, "%L", (int64_t) ngx_max((ms + 999) / 1000, 1))
-                - p;
+    value.len = ngx_sprintf(p, "%L", or_retry_after_seconds(ms)) - p;
     ngx_str_set(&name, "Retry-After");
 
     return ngx_omniroute_add_header(r, &name, &value);

@@ -456,7 +456,7 @@ ngx_omniroute_stream_body(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
         a->state = NGX_OMNIROUTE_ATTEMPT_HELD;
         a->status = NGX_HTTP_BAD_GATEWAY;
-        ctx->last_held = a;
+        ngx_omniroute_held(ctx, a);
         sr->header_sent = 1;
 
         return NGX_OK;
@@ -740,7 +740,7 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
             a->state = NGX_OMNIROUTE_ATTEMPT_HELD;
             a->status = (ngx_uint_t) ev->status;
-            ctx->last_held = a;
+            ngx_omniroute_held(ctx, a);
             sr->header_sent = 1;
 
             return NGX_DONE;
@@ -758,13 +758,29 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
         }
     }
 
+    if (ev->refusal && !a->refusal) {
+        /* refused or filtered: an answer, never a provider failure */
+        a->refusal = 1;
+
+        ngx_log_error(NGX_LOG_INFO, sr->connection->log, 0,
+                      "omniroute: \"%V\" refused or filtered the answer, "
+                      "it is passed on", &a->cand->conn->id);
+    }
+
     if (ev->kind == OR_SSE_EV_DONE) {
         a->terminal = 1;
 
     } else if (ev->kind == OR_SSE_EV_ERROR && !a->error_event) {
         /* the provider's error went to the client: the attempt failed */
         a->error_event = 1;
+        a->malformed = ev->malformed;
         a->status = (ngx_uint_t) ev->status;
+
+        if (ev->malformed) {
+            ngx_log_error(NGX_LOG_WARN, sr->connection->log, 0,
+                          "omniroute: a malformed event in the stream of "
+                          "\"%V\" after its content", &a->cand->conn->id);
+        }
     }
 
     return NGX_OK;
@@ -1338,12 +1354,19 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     fmt = ctx->stream.sse ? ctx->stream.sse->format : OR_SSE_FMT_UNKNOWN;
 
-    complete = !a->stall
-               && (!a->rc_seen || a->upstream_rc == NGX_OK)
-               && (a->terminal || fmt == OR_SSE_FMT_UNKNOWN
-                   || (fmt == OR_SSE_FMT_CHAT && ctx->stream.sse->finished));
+    /*
+     * A refusal or filter is the whole answer: what follows it (the
+     * terminal event, the end of the body) may be missing or cut.
+     */
 
-    if (a->error_event && !a->stall) {
+    complete = !a->stall && !a->malformed
+               && (a->refusal
+                   || ((!a->rc_seen || a->upstream_rc == NGX_OK)
+                       && (a->terminal || fmt == OR_SSE_FMT_UNKNOWN
+                           || (fmt == OR_SSE_FMT_CHAT
+                               && ctx->stream.sse->finished))));
+
+    if (a->error_event && !a->stall && !a->malformed) {
         /*
          * The provider's own error event went out: it ends the stream (its
          * upstream was closed after it).
@@ -1370,6 +1393,13 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         status = NGX_HTTP_GATEWAY_TIME_OUT;
         code = "stream_stall";
         msg = "the provider's stream stalled";
+
+    } else if (a->malformed) {
+        /* a failure like a 502 (issue 25), not a cut of the transport */
+        a->cut = 0;
+        status = NGX_HTTP_BAD_GATEWAY;
+        code = "stream_malformed";
+        msg = "the provider sent a malformed event";
 
     } else if (a->upstream_rc == NGX_HTTP_GATEWAY_TIME_OUT) {
         a->transport = OR_TRANSPORT_TIMEOUT;
@@ -1416,6 +1446,7 @@ ngx_omniroute_stream_fail(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a)
 {
     size_t        n;
+    or_msec_t     ms, now;
     ngx_int_t     retry;
     ngx_uint_t    status;
     const char   *code;
@@ -1458,15 +1489,16 @@ ngx_omniroute_stream_fail(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
             - text;
     }
 
-    if (a->verdict.retry_after_s >= 0) {
-        retry = a->verdict.retry_after_s;
+    /* the same value as the Retry-After of the HTTP answer (issue 25) */
 
-    } else if (a->verdict.hint_ms > 0) {
-        retry = (ngx_int_t) ((a->verdict.hint_ms + 999) / 1000);
+    now = ngx_omniroute_now();
+    ms = or_retry_after_answer((int) status, a->verdict.retry_after_s,
+                               a->verdict.hint_ms,
+                               (a->cooled_until > now)
+                               ? a->cooled_until - now : OR_MSEC_NONE);
 
-    } else {
-        retry = -1;
-    }
+    retry = (ms == OR_MSEC_NONE) ? -1
+                                 : (ngx_int_t) or_retry_after_seconds(ms);
 
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                   "omniroute: every attempt failed after the client's "
