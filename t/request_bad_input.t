@@ -76,7 +76,7 @@ is_error($t->post($gw, '/v1/chat/completions', '{"model":"empty/m"}'),
          404, 'no_executable_targets',
          'R-REQ-6 a model no connection serves');
 {
-    my $r = $t->post($gw, '/v1/chat/completions', '{"model":"nobody"}');
+    my $r = $t->post($gw, '/v1/chat/completions', '{"model":"empty/m"}');
     my $d = eval { JSON::PP::decode_json($r->{body})->{diagnostics} } || {};
     is_deeply([$d->{excluded}, $d->{routes}], [[], 0],
               'issue 25: with diagnostics (nothing excluded, no route)')
