@@ -82,6 +82,7 @@ static size_t or_sse_text_bytes(const char *v, const char *e,
 static int or_sse_field_number(const char *data, size_t len,
     const char *field);
 static int or_sse_suffix(const char *s, size_t len, const char *lit);
+static size_t or_sse_path_len(const char *path, size_t len);
 static int or_sse_contains(const char *s, size_t len, const char *lit);
 
 
@@ -1257,14 +1258,11 @@ or_sse_error_message(const char *data, size_t len, char *out, size_t size)
 }
 
 
-or_sse_format_e
-or_sse_format_of_path(const char *path, size_t len)
+/* a request path's length without its query and trailing slashes */
+static size_t
+or_sse_path_len(const char *path, size_t len)
 {
     const char  *q;
-
-    if (path == NULL) {
-        return OR_SSE_FMT_CHAT;
-    }
 
     q = memchr(path, '?', len);
 
@@ -1275,6 +1273,19 @@ or_sse_format_of_path(const char *path, size_t len)
     while (len > 0 && path[len - 1] == '/') {
         len--;
     }
+
+    return len;
+}
+
+
+or_sse_format_e
+or_sse_format_of_path(const char *path, size_t len)
+{
+    if (path == NULL) {
+        return OR_SSE_FMT_CHAT;
+    }
+
+    len = or_sse_path_len(path, len);
 
     if (or_sse_suffix(path, len, "/messages")) {
         return OR_SSE_FMT_ANTHROPIC;
@@ -1291,21 +1302,11 @@ or_sse_format_of_path(const char *path, size_t len)
 or_api_e
 or_api_of_path(const char *path, size_t len)
 {
-    const char  *q;
-
     if (path == NULL) {
         return OR_API_OPENAI;
     }
 
-    q = memchr(path, '?', len);
-
-    if (q != NULL) {
-        len = q - path;
-    }
-
-    while (len > 0 && path[len - 1] == '/') {
-        len--;
-    }
+    len = or_sse_path_len(path, len);
 
     if (or_sse_suffix(path, len, "/messages")
         || or_sse_suffix(path, len, "/messages/count_tokens"))
