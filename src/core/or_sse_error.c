@@ -278,7 +278,9 @@ or_sse_error_event(char *buf, size_t size, or_sse_format_e fmt, int status,
         p = or_sse_puts(p, end, "}");
     }
 
-    p = or_sse_puts(p, end, (fmt == OR_SSE_FMT_CHAT) ? "}}" : "}");
+    /* the Chat shape (also the one of an unknown format) nests twice */
+    p = or_sse_puts(p, end, (fmt == OR_SSE_FMT_ANTHROPIC
+                             || fmt == OR_SSE_FMT_RESPONSES) ? "}" : "}}");
 
     *p++ = '\n';
     *p++ = '\n';

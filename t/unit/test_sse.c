@@ -561,6 +561,16 @@ test_error_events(void)
               "\"code\":\"stream_truncated\",\"message\":\"cut\"}}\n\n",
               "the Responses in-band error event");
 
+    /* an unknown format gets the Chat shape, whole (found by fuzz_sse) */
+    n = or_sse_error_event(buf, sizeof(buf), OR_SSE_FMT_UNKNOWN, 502,
+                           "fuzz", "m", 1, 0);
+    buf[n] = '\0';
+    or_is_str(buf, "data: {\"error\":{\"message\":\"m\","
+              "\"type\":\"server_error\",\"code\":\"fuzz\","
+              "\"status\":502,\"retry_after\":0}}\n\n",
+              "an unknown format's in-band error event is the Chat one, "
+              "its JSON closed");
+
     /* every format's event scans back as an error of its status */
 
     memset(nasty, 'q', sizeof(nasty));
