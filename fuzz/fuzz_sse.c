@@ -224,7 +224,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char          whole[FUZZ_MAX_EVENTS], split[FUZZ_MAX_EVENTS];
-    size_t        n1, n2, b1, b2;
+    size_t        n1, n2, b1, b2, ms, me;
     unsigned      seed;
     const char   *s;
 
@@ -253,6 +253,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     (void) or_sse_error_status(s, size);
     (void) or_sse_format_of_path(s, size);
+
+    /* a Gemini path's model segment: within the path, before its query */
+
+    if (or_api_path_model(s, size, &ms, &me)
+        && (ms > me || me >= size || s[me] != ':'
+            || memchr(s, '?', me) != NULL))
+    {
+        abort();
+    }
 
     return 0;
 }

@@ -59,7 +59,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     size_t       i, cut, max;
-    or_usage_t   whole, bytes, split, bounded;
+    or_usage_t   whole, bytes, split, bounded, event;
     const char  *s;
 
     if (size == 0) {
@@ -104,6 +104,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (bounded.fed > max) {
         abort();
     }
+
+    /* an event's usage: found only with a whole object read */
+
+    if (or_usage_event(&event, s, size) != or_usage_found(&event)) {
+        abort();
+    }
+
+    fuzz_check(&event);
 
     return 0;
 }

@@ -1325,6 +1325,63 @@ or_api_of_path(const char *path, size_t len)
 }
 
 
+int
+or_api_path_model(const char *path, size_t len, size_t *start, size_t *end)
+{
+    size_t       i, m, colon;
+    const char  *q;
+
+    if (path == NULL || or_api_of_path(path, len) != OR_API_GEMINI) {
+        return 0;
+    }
+
+    q = memchr(path, '?', len);
+
+    if (q != NULL) {
+        len = q - path;
+    }
+
+    while (len > 0 && path[len - 1] == '/') {
+        len--;
+    }
+
+    /* the method's ":" (the last one: a method name has none) */
+
+    for (colon = len; colon > 0 && path[colon - 1] != ':'; colon--) {
+        /* void */
+    }
+
+    if (colon == 0) {
+        return 0;
+    }
+
+    colon--;
+
+    if (colon >= 7 && memcmp(path, "models/", 7) == 0) {
+        m = 7;
+
+    } else {
+        m = 0;
+
+        for (i = 0; i + 8 <= colon; i++) {
+            if (memcmp(path + i, "/models/", 8) == 0) {
+                m = i + 8;
+                break;
+            }
+        }
+
+        if (m == 0) {
+            return 0;
+        }
+    }
+
+    *start = m;
+    *end = colon;
+
+    return 1;
+}
+
+
 or_api_e
 or_api_of_provider(const char *url, size_t len, int anthropic_header)
 {

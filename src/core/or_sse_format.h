@@ -176,6 +176,17 @@ typedef enum {
 or_api_e or_api_of_path(const char *path, size_t len);
 
 /*
+ * The model segment of a Gemini native path, where the target's upstream
+ * model goes in an attempt's URL: in ".../models/{model}:{method}" (the
+ * method one of or_api_of_path()'s Gemini ones, a query after "?"
+ * ignored) the bytes after the first "/models/" (or a leading "models/")
+ * up to the method's ":", as [*start, *end).  1: found; 0: not a Gemini
+ * path of that shape (the URL is the client's, unchanged).
+ */
+int or_api_path_model(const char *path, size_t len, size_t *start,
+    size_t *end);
+
+/*
  * The API a provider serves, from its base URL and whether it declares
  * an anthropic-version header: that header, an "anthropic" host
  * (api.anthropic.com) or a path ending in "/anthropic" (the Anthropic

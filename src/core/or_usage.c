@@ -114,6 +114,53 @@ or_usage_kind_name(or_usage_kind_e kind)
 }
 
 
+int
+or_usage_event(or_usage_t *u, const char *data, size_t len)
+{
+    size_t       n;
+    const char  *p, *q, *key, *last;
+
+    or_usage_init(u, 0);
+
+    if (data == NULL) {
+        return 0;
+    }
+
+    key = NULL;
+    last = data + len;
+
+    for (p = data; p < last; p = q + 1) {
+        q = memchr(p, '"', last - p);
+
+        if (q == NULL) {
+            break;
+        }
+
+        n = last - q;
+
+        if ((n > sizeof("\"usage\"") - 1
+             && memcmp(q, "\"usage\"", sizeof("\"usage\"") - 1) == 0)
+            || (n > sizeof("\"usageMetadata\"") - 1
+                && memcmp(q, "\"usageMetadata\"",
+                          sizeof("\"usageMetadata\"") - 1) == 0))
+        {
+            key = q;
+        }
+    }
+
+    if (key == NULL) {
+        return 0;
+    }
+
+    /* {"usage": {...} ...: the object's own members end the scan */
+
+    or_usage_feed(u, "{", 1);
+    or_usage_feed(u, key, last - key);
+
+    return or_usage_found(u);
+}
+
+
 static int
 or_usage_is_array(const or_usage_t *u, int level)
 {

@@ -10,7 +10,7 @@
  * input_tokens_details.cached_tokens,
  * output_tokens_details.reasoning_tokens), and Gemini's "usageMetadata"
  * (promptTokenCount, candidatesTokenCount, cachedContentTokenCount,
- * thoughtsTokenCount).
+ * thoughtsTokenCount; totalTokenCount is their sum and not kept).
  *
  * A bounded scan, no tree: the body is fed in pieces as it passes through
  * (any split, one byte at a time included); the scanner keeps a few words
@@ -79,6 +79,17 @@ void or_usage_feed(or_usage_t *u, const char *p, size_t len);
 int or_usage_found(const or_usage_t *u);
 
 const char *or_usage_kind_name(or_usage_kind_e kind);
+
+/*
+ * The usage an event of a stream carries: the data's last top-level-looking
+ * "usage" or "usageMetadata" member (Chat's usage chunk, Anthropic's
+ * message_start and message_delta, Responses' response.completed,
+ * every Gemini chunk) read as if it were the first member of an object,
+ * so that its own members end the scan.  The key is found by its quoted
+ * name (an event's text cannot hold an unescaped quote).  1: a usage
+ * object was read whole into u; 0: none.
+ */
+int or_usage_event(or_usage_t *u, const char *data, size_t len);
 
 
 #endif /* _OR_USAGE_H_INCLUDED_ */

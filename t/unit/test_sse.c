@@ -942,6 +942,60 @@ test_api(void)
 }
 
 
+/* the model segment of a Gemini native path (an attempt's URL) */
+
+static void
+test_api_path_model(void)
+{
+    size_t       s, e;
+    const char  *p;
+
+#define SPAN(str, want, name)                                                 \
+    do {                                                                      \
+        p = str;                                                              \
+        s = e = 0;                                                            \
+        or_ok(or_api_path_model(p, strlen(p), &s, &e) == 1                    \
+              && e - s == strlen(want)                                        \
+              && memcmp(p + s, want, e - s) == 0, name);                      \
+    } while (0)
+
+#define NONE(str, name)                                                       \
+    do {                                                                      \
+        p = str;                                                              \
+        or_ok(or_api_path_model(p, strlen(p), &s, &e) == 0, name);            \
+    } while (0)
+
+    SPAN("/v1beta/models/gemini-x:streamGenerateContent", "gemini-x",
+         "streamGenerateContent");
+    SPAN("/v1beta/models/gemini-x:streamGenerateContent?alt=sse",
+         "gemini-x", "a query is not part of it");
+    SPAN("/v1beta/models/gemini-2.5-pro:generateContent", "gemini-2.5-pro",
+         "generateContent");
+    SPAN("/v1/models/gemini-x:countTokens", "gemini-x", "countTokens");
+    SPAN("/v1beta/models/gemini-x:generateContent/", "gemini-x",
+         "a trailing slash");
+    SPAN("models/gemini-x:generateContent", "gemini-x", "no leading slash");
+    SPAN("/v1beta/models/google/gemini-x:generateContent", "google/gemini-x",
+         "a provider-prefixed model keeps its slash");
+    SPAN("/v1beta/models/llama3:8b:generateContent", "llama3:8b",
+         "the method's colon is the last one");
+    SPAN("/v1beta/models/:generateContent", "", "an empty model");
+    SPAN("/gw/v1beta/models/models/x:generateContent", "models/x",
+         "the first /models/");
+
+    NONE("/v1/chat/completions", "not Gemini");
+    NONE("/v1/messages", "Anthropic");
+    NONE("/v1beta/gemini-x:generateContent", "no /models/");
+    NONE("/v1beta/tunedModels/t1:generateContent", "a tuned model");
+    NONE("/v1beta/models:generateContent", "no model segment");
+    NONE(":generateContent", "the method alone");
+    or_ok(or_api_path_model(NULL, 0, &s, &e) == 0, "no path");
+
+#undef SPAN
+#undef NONE
+}
+
+
 int
 main(void)
 {
@@ -960,6 +1014,7 @@ main(void)
     test_data_span();
     test_refusals();
     test_api();
+    test_api_path_model();
     test_malformed();
 
     return or_done();

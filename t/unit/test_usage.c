@@ -116,6 +116,38 @@ main(void)
               "Gemini: candidatesTokenCount");
     or_is_int(u.tokens[OR_USAGE_REASONING], 2, "Gemini: thoughtsTokenCount");
 
+    /* an event of a stream: its last "usage" / "usageMetadata" member */
+
+#define EV(str)  or_usage_event(&u, str, sizeof(str) - 1)
+
+    or_ok(EV("{\"candidates\":[{\"content\":{\"parts\":[{\"text\":"
+             "\"hi\"}],\"role\":\"model\"}}],\"usageMetadata\":"
+             "{\"promptTokenCount\":11,\"candidatesTokenCount\":5,"
+             "\"totalTokenCount\":20,\"cachedContentTokenCount\":3,"
+             "\"thoughtsTokenCount\":4},\"modelVersion\":\"gemini-y\"}"),
+          "a Gemini chunk's usageMetadata is read");
+    or_is_int(u.tokens[OR_USAGE_PROMPT], 11, "event: promptTokenCount");
+    or_is_int(u.tokens[OR_USAGE_COMPLETION], 5,
+              "event: candidatesTokenCount");
+    or_is_int(u.tokens[OR_USAGE_CACHED], 3, "event: cachedContentTokenCount");
+    or_is_int(u.tokens[OR_USAGE_REASONING], 4, "event: thoughtsTokenCount");
+
+    or_ok(EV("{\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":"
+             "7,\"completion_tokens\":2}}")
+          && u.tokens[OR_USAGE_PROMPT] == 7
+          && u.tokens[OR_USAGE_COMPLETION] == 2,
+          "a Chat usage chunk is read");
+    or_ok(!EV("{\"choices\":[{\"delta\":{\"content\":"
+              "\"\\\"usageMetadata\\\":{\\\"promptTokenCount\\\":9}\"}}]}"),
+          "a key quoted inside text is not one");
+    or_ok(!EV("{\"usageMetadataX\":{\"promptTokenCount\":9}}"),
+          "a longer key is not one");
+    or_ok(!EV("{\"usage\":null}"), "a null usage is none");
+    or_ok(!or_usage_event(&u, NULL, 0), "no data");
+    or_ok(!EV("\"usage\""), "the key at the end is none");
+
+#undef EV
+
     /* any split gives the same result */
 
     whole = scan(openai_chat, 0, 0);

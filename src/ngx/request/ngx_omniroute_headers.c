@@ -22,7 +22,11 @@ static ngx_uint_t ngx_omniroute_is_private_header(ngx_table_elt_t *h,
 
 /*
  * The provider URL plus what follows the omniroute_pass location prefix,
- * plus the query string: like proxy_pass with a URI part.
+ * plus the query string: like proxy_pass with a URI part.  In a Gemini
+ * native path (".../models/{model}:streamGenerateContent") the model
+ * segment is the target's upstream model (or_api_path_model()): an alias,
+ * a combo or a fallover reaches the provider with the model it serves,
+ * as the body's "model" does.
  */
 
 ngx_int_t
@@ -30,9 +34,10 @@ ngx_omniroute_attempt_url(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_provider_t *p)
 {
     u_char     *d;
-    size_t      len;
-    ngx_str_t   tail;
+    size_t      len, start, end;
+    ngx_str_t   tail, part[3];
     uintptr_t   escape;
+    ngx_uint_t  i, n;
 
     tail = r->uri;
 
@@ -45,10 +50,30 @@ ngx_omniroute_attempt_url(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         tail.len -= ctx->lcf->prefix.len;
     }
 
-    escape = 2 * ngx_escape_uri(NULL, tail.data, tail.len, NGX_ESCAPE_URI);
+    part[0] = tail;
+    n = 1;
 
-    len = p->url.len + 1 + tail.len + escape
-          + (r->args.len ? 1 + r->args.len : 0);
+    if (ctx->current != NULL
+        && ctx->current->cand != NULL
+        && ctx->current->cand->target != NULL
+        && ctx->current->cand->target->model.len
+        && or_api_path_model((const char *) tail.data, tail.len, &start,
+                             &end))
+    {
+        part[0].len = start;
+        part[1] = ctx->current->cand->target->model;
+        part[2].data = tail.data + end;
+        part[2].len = tail.len - end;
+        n = 3;
+    }
+
+    len = p->url.len + 1 + (r->args.len ? 1 + r->args.len : 0);
+
+    for (i = 0; i < n; i++) {
+        escape = 2 * ngx_escape_uri(NULL, part[i].data, part[i].len,
+                                    NGX_ESCAPE_URI);
+        len += part[i].len + escape;
+    }
 
     d = ngx_pnalloc(r->pool, len);
     if (d == NULL) {
@@ -63,11 +88,9 @@ ngx_omniroute_attempt_url(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         *d++ = '/';
     }
 
-    if (escape) {
-        d = (u_char *) ngx_escape_uri(d, tail.data, tail.len, NGX_ESCAPE_URI);
-
-    } else {
-        d = ngx_cpymem(d, tail.data, tail.len);
+    for (i = 0; i < n; i++) {
+        d = (u_char *) ngx_escape_uri(d, part[i].data, part[i].len,
+                                      NGX_ESCAPE_URI);
     }
 
     if (r->args.len) {

@@ -525,9 +525,9 @@ ngx_omniroute_stats_body(ngx_http_request_t *r, ngx_chain_t *in)
  * An event of an attempt's stream (r: the attempt): the usage it carries,
  * if any — the usage-only chunk of Chat Completions, Anthropic's
  * message_start (input) and message_delta (output), the Responses API's
- * response.completed.  The "usage" object is the last one of the event's
- * data (its text cannot hold an unescaped quote); each count keeps the
- * largest value seen, as the formats repeat or grow them.
+ * response.completed, every Gemini chunk's usageMetadata
+ * (or_usage_event()); each count keeps the largest value seen, as the
+ * formats repeat or grow them.
  */
 
 void
@@ -535,38 +535,13 @@ ngx_omniroute_stats_event(ngx_http_request_t *r, ngx_omniroute_attempt_t *a,
     const char *data, size_t len)
 {
     size_t                      k;
-    const char                 *p, *key;
     or_usage_t                  u;
     ngx_omniroute_ctx_t        *ctx;
     ngx_omniroute_stats_req_t  *st;
 
-    if (len < sizeof("\"usage\":{}") - 1 || ngx_omniroute_mzone(r) == NULL) {
-        return;
-    }
-
-    key = NULL;
-
-    for (p = data; p < data + len; p++) {
-        p = memmem(p, data + len - p, "\"usage\"", sizeof("\"usage\"") - 1);
-
-        if (p == NULL) {
-            break;
-        }
-
-        key = p;
-    }
-
-    if (key == NULL) {
-        return;
-    }
-
-    /* {"usage": {...} ...: the object's own members end the scan */
-
-    or_usage_init(&u, 0);
-    or_usage_feed(&u, "{", 1);
-    or_usage_feed(&u, key, data + len - key);
-
-    if (!or_usage_found(&u)) {
+    if (len < sizeof("\"usage\":{}") - 1 || ngx_omniroute_mzone(r) == NULL
+        || !or_usage_event(&u, data, len))
+    {
         return;
     }
 
