@@ -176,12 +176,12 @@ ngx_omniroute_client_key_check(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     /*
      * the normalized URI: dot segments resolved, escapes decoded; the
-     * location's model list is open to any key (models.c)
+     * location's model list is open to any key (handler.c tells)
      */
 
     if (!or_keys_match_path(key->paths.elts, key->paths.nelts,
                             (const char *) r->uri.data, r->uri.len)
-        && !ngx_omniroute_models_asked(r, ctx->lcf))
+        && !ctx->models_get)
     {
         msg = ngx_pnalloc(r->pool, key->id.len + r->uri.len + 64);
         if (msg == NULL) {

@@ -292,6 +292,8 @@ struct ngx_omniroute_ctx_s {
     unsigned                      fail_open:1;  /* dispatch past the caps */
     unsigned                      background:1; /* "background": true
                                                    removed (Responses) */
+    unsigned                      models_get:1; /* GET or HEAD of the
+                                                   location's model list */
 
     /* each file's own */
     ngx_omniroute_edits_req_t     edits;        /* body.c's */
@@ -322,7 +324,9 @@ struct ngx_omniroute_ctx_s {
  * by nginx and read what the others computed).
  */
 
-/* request.c: the content handler of omniroute_pass, the attempt loop */
+/* handler.c: the content handler of omniroute_pass (ngx_omniroute.h) */
+
+/* request.c: the attempt loop */
 void ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_int_t rc);
 
@@ -415,7 +419,6 @@ void ngx_omniroute_memo_excluded(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_route_t *route, const char *reason, or_msec_t retry,
     or_wait_kind_e kind, or_msec_t expires, or_msec_t now);
 void ngx_omniroute_memo_end(ngx_omniroute_ctx_t *ctx);
-or_msec_t ngx_omniroute_budget_left(ngx_omniroute_ctx_t *ctx);
 ngx_omniroute_settings_t *ngx_omniroute_plan_settings(
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_provider_t *p);
 
@@ -481,7 +484,10 @@ ngx_int_t ngx_omniroute_attempt_headers(ngx_http_request_t *r,
 ngx_int_t ngx_omniroute_attempt_credentials(ngx_http_request_t *r,
     ngx_list_t *headers, ngx_omniroute_candidate_t *cand);
 
-/* outcome.c: classify an attempt and record it in the shared state */
+/* outcome.c: classify an attempt and record it in the shared state;
+ * which held error is the answer should no attempt succeed */
+void ngx_omniroute_held(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a);
 void ngx_omniroute_classify(ngx_http_request_t *r, ngx_omniroute_attempt_t *a);
 void ngx_omniroute_record_failure(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
@@ -564,11 +570,22 @@ ngx_int_t ngx_omniroute_stats_trail(ngx_http_request_t *r,
 
 /* filter.c: hold, probe or commit each attempt's response */
 ngx_int_t ngx_omniroute_filter_init(ngx_conf_t *cf);
-void ngx_omniroute_held(ngx_omniroute_ctx_t *ctx,
-    ngx_omniroute_attempt_t *a);
 
 /* variables.c */
 ngx_int_t ngx_omniroute_add_variables(ngx_conf_t *cf);
+
+
+/* what is left of the request budget (request.budget_ms), or OR_MSEC_NONE */
+
+static ngx_inline or_msec_t
+ngx_omniroute_budget_left(ngx_omniroute_ctx_t *ctx)
+{
+    if (ctx->deadline == 0) {
+        return OR_MSEC_NONE;
+    }
+
+    return ngx_max(ctx->deadline - ngx_omniroute_now(), 0);
+}
 
 
 #endif /* _NGX_OMNIROUTE_CTX_H_INCLUDED_ */

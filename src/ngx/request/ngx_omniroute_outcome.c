@@ -605,3 +605,24 @@ ngx_omniroute_breaker_changed(ngx_http_request_t *r,
                   &p->name, or_breaker_state_name(from),
                   or_breaker_state_name(to));
 }
+
+
+/*
+ * A held error becomes the answer should no attempt succeed, unless it is
+ * the emergency target's (issue 25): its error (a 404 for a model the
+ * client did not ask for, say) never hides a real one of the request's
+ * own candidates, such as their 429 or 503 with its Retry-After.  The
+ * attempt trail shows both.
+ */
+
+void
+ngx_omniroute_held(ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a)
+{
+    if (a->cand->emergency && ctx->last_held != NULL
+        && !ctx->last_held->cand->emergency)
+    {
+        return;
+    }
+
+    ctx->last_held = a;
+}

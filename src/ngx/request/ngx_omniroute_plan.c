@@ -587,19 +587,6 @@ ngx_omniroute_plan_reset(ngx_omniroute_ctx_t *ctx)
 }
 
 
-/* what is left of the request budget (R-REQ-4), ms; OR_MSEC_NONE: none */
-
-or_msec_t
-ngx_omniroute_budget_left(ngx_omniroute_ctx_t *ctx)
-{
-    if (ctx->deadline == 0) {
-        return OR_MSEC_NONE;
-    }
-
-    return ngx_max(ctx->deadline - ngx_omniroute_now(), 0);
-}
-
-
 ngx_uint_t
 ngx_omniroute_may_fall_over(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a)
