@@ -98,7 +98,7 @@ install-pkgs:
 	    echo "installing:$$missing"; \
 	    if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO=sudo; fi; \
 	    if [ -z "$(NO_APT_UPDATE)" ]; then \
-	        $$SUDO apt-get update -qq \
+	        $$SUDO apt-get update -qq --error-on=any \
 	            || { echo "make: apt-get update failed" >&2; exit 1; }; \
 	    fi; \
 	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
