@@ -35,8 +35,8 @@ DEB_PKGS   := nginx nginx-dev libhiredis-dev libjansson-dev libssl-dev \
               libpcre2-dev zlib1g-dev gcc make perl openssl curl
 # libclang-rt-dev: the clang runtime (LeakSanitizer, libFuzzer) of the
 # release's default clang, whatever its version (14 on Debian 12)
-TEST_PKGS  := redis-server wrk clang libclang-rt-dev prometheus chromium \
-              valgrind python3
+TEST_PKGS  := redis-server redis-sentinel wrk clang libclang-rt-dev \
+              prometheus chromium valgrind python3
 
 CORE_SRCS  := $(wildcard src/core/*.c)
 CORE_HDRS  := $(wildcard src/core/*.h)

@@ -23,11 +23,20 @@ $BINARY = '/usr/bin/redis-server' unless -x $BINARY;
 sub new {
     my ($class, $t, %opt) = @_;
 
+    # name: a second (third...) server of the test, in a directory and on
+    # a port of its own; user: an ACL user (AUTH user password), the
+    # default user then off; args: more redis-server arguments; sentinel:
+    # { master => NAME, port => the master's port }: a redis-sentinel
+    my $name = $opt{name} // 'redis';
+
     my $self = bless {
         t => $t,
-        dir => $t->dir . '/redis',
-        port => $t->port('redis'),
+        dir => $t->dir . "/$name",
+        port => $t->port($name),
         password => $opt{password},
+        user => $opt{user},
+        args => $opt{args} || [],
+        sentinel => $opt{sentinel},
     }, $class;
 
     make_path($self->{dir});
@@ -42,18 +51,48 @@ sub addr { '127.0.0.1:' . $_[0]{port} }
 
 sub available { -x $BINARY }
 
+our $SENTINEL = -x '/usr/bin/redis-sentinel' ? '/usr/bin/redis-sentinel'
+                                             : '/usr/sbin/redis-sentinel';
+
+sub sentinel_available { -x $SENTINEL }
+
 sub start {
     my ($self) = @_;
 
     return $self if $self->{pid};
 
-    my @args = ($BINARY, '--port', $self->{port}, '--bind', '127.0.0.1',
-        '--unixsocket', $self->{socket}, '--unixsocketperm', '777',
-        '--save', '', '--appendonly', 'no', '--dir', $self->{dir},
-        '--logfile', "$self->{dir}/redis.log", '--daemonize', 'no',
-        '--databases', '16', '--maxclients', '1000');
+    my @args;
 
-    push @args, '--requirepass', $self->{password} if $self->{password};
+    if (my $sn = $self->{sentinel}) {
+        # a sentinel rewrites its configuration file: one of its own
+        my $conf = "$self->{dir}/sentinel.conf";
+        open my $fh, '>', $conf or die "$conf: $!";
+        print $fh "port $self->{port}\nbind 127.0.0.1\n"
+            . "dir $self->{dir}\nlogfile $self->{dir}/redis.log\n"
+            . "sentinel monitor $sn->{master} 127.0.0.1 $sn->{port} 1\n"
+            . "sentinel down-after-milliseconds $sn->{master} 1000\n"
+            . "sentinel failover-timeout $sn->{master} 10000\n"
+            . "sentinel parallel-syncs $sn->{master} 1\n";
+        close $fh;
+        @args = ($SENTINEL, $conf);
+
+    } else {
+        @args = ($BINARY, '--port', $self->{port}, '--bind', '127.0.0.1',
+            '--unixsocket', $self->{socket}, '--unixsocketperm', '777',
+            '--save', '', '--appendonly', 'no', '--dir', $self->{dir},
+            '--logfile', "$self->{dir}/redis.log", '--daemonize', 'no',
+            '--databases', '16', '--maxclients', '1000');
+
+        if ($self->{user}) {
+            push @args, '--user', 'default', 'off',
+                '--user', $self->{user}, 'on', ">$self->{password}", '~*',
+                '&*', '+@all';
+        } elsif ($self->{password}) {
+            push @args, '--requirepass', $self->{password};
+        }
+
+        push @args, @{$self->{args}};
+    }
 
     my $pid = fork;
     die "fork: $!" unless defined $pid;
@@ -113,7 +152,8 @@ sub cmd_in {
                                   Timeout => 2) or return undef;
 
     if ($self->{password}) {
-        print $s resp('AUTH', $self->{password});
+        print $s resp('AUTH', ($self->{user} ? $self->{user} : ()),
+                      $self->{password});
         read_reply($s);
     }
 
@@ -141,7 +181,8 @@ sub cli_x {
     close $w;
 
     my @auth = $self->{password}
-        ? ('-a', $self->{password}, '--no-auth-warning') : ();
+        ? (($self->{user} ? ('--user', $self->{user}) : ()),
+           '-a', $self->{password}, '--no-auth-warning') : ();
 
     my $pid = open(my $fh, '-|') // die "fork: $!";
 

@@ -5,7 +5,8 @@
  * Internals of the Redis mirror (see ngx_omniroute_redis_stats.h), shared by
  * ngx_omniroute_redis_module.c (configuration, process hooks, variables),
  * ngx_omniroute_redis_mirror.c (link state machine, sync),
- * ngx_omniroute_redis_adapter.c (hiredis on the nginx event loop),
+ * ngx_omniroute_redis_conn.c (the connection machine of the mirror and
+ * the leases), ngx_omniroute_redis_adapter.c (hiredis on the nginx event loop),
  * ngx_omniroute_redis_state.c (wire format, validation, merges) and, in a
  * test build only, ngx_omniroute_redis_debug.c (omniroute_redis_debug).
  *
@@ -89,6 +90,13 @@ typedef struct {
 } ngx_omniroute_redis_sh_t;
 
 
+/* an address: a sentinel's, or the master's a sentinel named */
+typedef struct {
+    u_char                        host[NGX_INET6_ADDRSTRLEN + 1];
+    ngx_int_t                     port;
+} ngx_omniroute_redis_addr_t;
+
+
 typedef struct {
     ngx_str_t                     addr;         /* as configured */
     ngx_str_t                     file;         /* where, for nginx -t */
@@ -96,7 +104,16 @@ typedef struct {
     u_char                       *host;         /* NUL-terminated IP */
     ngx_int_t                     port;
     u_char                       *unix_path;    /* NUL-terminated, or NULL */
+    ngx_str_t                     user;         /* ACL user, or empty */
     ngx_str_t                     password;     /* never logged */
+    ngx_array_t                  *sentinels;    /* ..._redis_addr_t */
+    ngx_str_t                     master;       /* the sentinels' name */
+    ngx_flag_t                    tls;
+    ngx_str_t                     tls_ca;       /* files, for hiredis_ssl */
+    ngx_str_t                     tls_cert;
+    ngx_str_t                     tls_key;
+    ngx_str_t                     tls_name;     /* SNI */
+    void                         *ssl;          /* redisSSLContext */
     ngx_int_t                     db;
     ngx_str_t                     prefix;
     ngx_str_t                     node;
@@ -116,12 +133,12 @@ typedef struct {
 
 
 typedef struct ngx_omniroute_redis_link_s  ngx_omniroute_redis_link_t;
+typedef struct ngx_omniroute_redis_machine_s  ngx_omniroute_redis_machine_t;
 
 
 /*
  * What the hiredis adapter (redis_adapter.c) knows of a connection: the
- * first members of both kinds, the mirror's (ngx_omniroute_redis_conn_t)
- * and the leases' (redis_lease.c).
+ * first members of ngx_omniroute_redis_conn_t.
  */
 #define NGX_OMNIROUTE_REDIS_IO                                               \
     redisAsyncContext            *ac;                                        \
@@ -136,11 +153,85 @@ typedef struct {
 /* one hiredis async context wrapped in an nginx connection */
 typedef struct {
     NGX_OMNIROUTE_REDIS_IO
-    ngx_omniroute_redis_link_t   *link;
+    ngx_omniroute_redis_machine_t  *machine;
+    void                         *link;         /* the machine's user */
     const char                   *name;
     ngx_uint_t                    pending;      /* replies awaited */
     ngx_msec_t                    progress;     /* last reply, first send */
 } ngx_omniroute_redis_conn_t;
+
+
+/*
+ * The connection machine (ngx_omniroute_redis_conn.c), one per user: the
+ * mirror (worker 0) and the leases (every worker).  It asks the sentinels
+ * for the master (sentinel=), opens the command connection and, with a
+ * channel, the subscriber; does AUTH ([user] password), SELECT and, with
+ * sentinels, ROLE; follows +switch-master; on any failure frees them all
+ * and retries after a backoff with jitter.  What a user adds:
+ *
+ *   probe    sends the command connection's last handshake command (PING,
+ *            TIME); its reply handler calls ngx_omniroute_redis_conn_ready()
+ *   up       both connections are ready (the machine is UP)
+ *   down     the machine failed (reason, never a password): called before
+ *            the connections are freed; hiredis then answers what is
+ *            pending with NULL replies
+ *   message  a message on the channel
+ */
+
+#define NGX_OMNIROUTE_REDIS_M_DOWN        0
+#define NGX_OMNIROUTE_REDIS_M_CONNECTING  1
+#define NGX_OMNIROUTE_REDIS_M_UP          2
+
+typedef void (*ngx_omniroute_redis_probe_pt)(ngx_omniroute_redis_conn_t *rc);
+typedef void (*ngx_omniroute_redis_up_pt)(ngx_omniroute_redis_machine_t *m);
+typedef void (*ngx_omniroute_redis_down_pt)(ngx_omniroute_redis_machine_t *m,
+    u_char *reason, size_t len);
+typedef void (*ngx_omniroute_redis_message_pt)(
+    ngx_omniroute_redis_machine_t *m, u_char *data, size_t len);
+
+struct ngx_omniroute_redis_machine_s {
+    ngx_omniroute_redis_main_conf_t  *rmcf;
+    ngx_log_t                    *log;
+    void                         *link;         /* the user */
+
+    ngx_omniroute_redis_conn_t    cmd;
+    ngx_omniroute_redis_conn_t    sub;          /* with a channel */
+    ngx_omniroute_redis_conn_t    sentinel;     /* with sentinels */
+    ngx_str_t                     channel;      /* empty: no subscriber */
+
+    ngx_omniroute_redis_probe_pt  probe;
+    ngx_omniroute_redis_up_pt     up;
+    ngx_omniroute_redis_down_pt   down;
+    ngx_omniroute_redis_message_pt  message;
+
+    ngx_uint_t                    state;
+    ngx_msec_t                    state_at;
+    ngx_msec_t                    retry_at;
+    ngx_msec_t                    backoff;      /* the user resets it */
+
+    ngx_omniroute_redis_addr_t    master;       /* where cmd and sub go */
+    ngx_uint_t                    next;         /* the sentinel to ask */
+    ngx_uint_t                    switched;     /* retry at once */
+
+    ngx_uint_t                    exiting;
+};
+
+
+void ngx_omniroute_redis_conn_init(ngx_omniroute_redis_machine_t *m,
+    ngx_omniroute_redis_main_conf_t *rmcf, ngx_log_t *log, void *link,
+    const char *name);
+void ngx_omniroute_redis_conn_open(ngx_omniroute_redis_machine_t *m);
+void ngx_omniroute_redis_conn_tick(ngx_omniroute_redis_machine_t *m);
+void ngx_cdecl ngx_omniroute_redis_conn_fail(ngx_omniroute_redis_machine_t *m,
+    const char *fmt, ...);
+void ngx_omniroute_redis_conn_close(ngx_omniroute_redis_machine_t *m);
+void ngx_omniroute_redis_conn_ready(ngx_omniroute_redis_conn_t *rc);
+ngx_int_t ngx_omniroute_redis_conn_send(ngx_omniroute_redis_conn_t *rc,
+    redisCallbackFn *fn, void *data, int argc, const char **argv,
+    const size_t *argvlen);
+void ngx_omniroute_redis_conn_replied(ngx_omniroute_redis_conn_t *rc);
+ngx_int_t ngx_omniroute_redis_conn_addr(u_char *host, size_t len,
+    ngx_int_t port, ngx_omniroute_redis_addr_t *addr);
 
 
 /* a record to push during a full sync (its value is read when sent) */
@@ -163,15 +254,12 @@ struct ngx_omniroute_redis_link_s {
     ngx_omniroute_redis_stats_t  *stats;
     ngx_log_t                    *log;
 
-    ngx_omniroute_redis_conn_t    cmd;
-    ngx_omniroute_redis_conn_t    sub;
+    ngx_omniroute_redis_machine_t  m;           /* cmd, sub */
 
     ngx_event_t                   tick;
 
     ngx_uint_t                    state;
     ngx_msec_t                    state_at;     /* ngx_current_msec */
-    ngx_msec_t                    retry_at;
-    ngx_msec_t                    backoff;
     ngx_msec_t                    heartbeat_at;
     ngx_msec_t                    sub_seen;
     ngx_msec_t                    resync_at;

@@ -71,19 +71,10 @@
 #define NGX_OMNIROUTE_LEASE_VALUE_MAX 512
 #define NGX_OMNIROUTE_LEASE_ARGS      (14 + NGX_OMNIROUTE_LEASE_CONNS_MAX)
 
-#define NGX_OMNIROUTE_LEASE_DOWN      0
-#define NGX_OMNIROUTE_LEASE_CONNECTING 1
-#define NGX_OMNIROUTE_LEASE_UP        2
+#define NGX_OMNIROUTE_LEASE_UP        NGX_OMNIROUTE_REDIS_M_UP
 
 
 typedef struct ngx_omniroute_redis_lease_s  ngx_omniroute_redis_lease_t;
-
-
-typedef struct {
-    NGX_OMNIROUTE_REDIS_IO
-    ngx_omniroute_redis_lease_t  *link;
-    const char                   *name;
-} ngx_omniroute_lease_conn_t;
 
 
 /* one call in flight */
@@ -107,15 +98,10 @@ struct ngx_omniroute_redis_lease_s {
     ngx_log_t                    *log;
     or_msec_t                     skew;         /* Redis's clock - ours */
 
-    ngx_omniroute_lease_conn_t    cmd;
-    ngx_omniroute_lease_conn_t    sub;          /* worker 0 */
+    ngx_omniroute_redis_machine_t  m;           /* cmd, sub (worker 0) */
     ngx_uint_t                    loader;       /* worker 0 */
 
     ngx_event_t                   tick;
-    ngx_uint_t                    state;
-    ngx_msec_t                    state_at;
-    ngx_msec_t                    retry_at;
-    ngx_msec_t                    backoff;
     ngx_msec_t                    load_at;
     ngx_uint_t                    loading;
     ngx_pool_t                   *load_pool;
@@ -143,15 +129,16 @@ static ngx_int_t ngx_omniroute_redis_lease_run(ngx_omniroute_lease_op_t *op,
     ngx_omniroute_lease_done_pt done, void *data, void **handle);
 static void ngx_omniroute_redis_lease_cancel(void *handle);
 
-static void ngx_omniroute_redis_lease_connect(
-    ngx_omniroute_redis_lease_t *link);
-static ngx_int_t ngx_omniroute_redis_lease_open(
-    ngx_omniroute_lease_conn_t *lc);
+static void ngx_omniroute_redis_lease_probe(ngx_omniroute_redis_conn_t *rc);
+static void ngx_omniroute_redis_lease_down(ngx_omniroute_redis_machine_t *m,
+    u_char *reason, size_t len);
+static void ngx_omniroute_redis_lease_message(
+    ngx_omniroute_redis_machine_t *m, u_char *data, size_t len);
 static void ngx_omniroute_redis_lease_fail(ngx_omniroute_redis_lease_t *link,
     const char *reason);
 static void ngx_omniroute_redis_lease_tick(ngx_event_t *ev);
 static void ngx_omniroute_redis_lease_scan(ngx_omniroute_redis_lease_t *link);
-static void ngx_omniroute_redis_lease_up(ngx_omniroute_redis_lease_t *link);
+static void ngx_omniroute_redis_lease_up(ngx_omniroute_redis_machine_t *m);
 static ngx_uint_t ngx_omniroute_redis_lease_keep(or_lease_t *l, void *arg);
 static ngx_int_t ngx_omniroute_redis_lease_decode(
     ngx_omniroute_redis_lease_t *link, u_char *s, size_t len, or_lease_t *l);
@@ -164,15 +151,9 @@ static ngx_int_t ngx_omniroute_redis_lease_clock(
 static void ngx_omniroute_redis_lease_hint(ngx_omniroute_redis_lease_t *link,
     u_char *s, size_t len);
 
-static void ngx_omniroute_redis_lease_on_connect(const redisAsyncContext *ac,
-    int status);
-static void ngx_omniroute_redis_lease_on_disconnect(
-    const redisAsyncContext *ac, int status);
 static void ngx_omniroute_redis_lease_on_ready(redisAsyncContext *ac,
     void *r, void *data);
 static void ngx_omniroute_redis_lease_on_reply(redisAsyncContext *ac,
-    void *r, void *data);
-static void ngx_omniroute_redis_lease_on_message(redisAsyncContext *ac,
     void *r, void *data);
 static void ngx_omniroute_redis_lease_on_time(redisAsyncContext *ac,
     void *r, void *data);
@@ -463,10 +444,17 @@ ngx_omniroute_redis_lease_init_process(ngx_cycle_t *cycle)
     link->log = cycle->log;
     link->loader = (ngx_worker == 0);
 
-    link->cmd.link = link;
-    link->cmd.name = "lease command";
-    link->sub.link = link;
-    link->sub.name = "lease subscriber";
+    ngx_omniroute_redis_conn_init(&link->m, rmcf, cycle->log, link,
+                                  "leases");
+
+    if (link->loader) {
+        link->m.channel = link->channel;
+    }
+
+    link->m.probe = ngx_omniroute_redis_lease_probe;
+    link->m.up = ngx_omniroute_redis_lease_up;
+    link->m.down = ngx_omniroute_redis_lease_down;
+    link->m.message = ngx_omniroute_redis_lease_message;
 
     ngx_queue_init(&link->pending);
 
@@ -475,13 +463,10 @@ ngx_omniroute_redis_lease_init_process(ngx_cycle_t *cycle)
     link->tick.log = cycle->log;
     link->tick.cancelable = 1;
 
-    link->backoff = rmcf->backoff_min;
-    link->state = NGX_OMNIROUTE_LEASE_DOWN;
-
     ngx_omniroute_redis_lease_link = link;
     ngx_omniroute_lease_remote = &ngx_omniroute_redis_lease_remote;
 
-    ngx_omniroute_redis_lease_connect(link);
+    ngx_omniroute_redis_conn_open(&link->m);
 
     ngx_add_timer(&link->tick, NGX_OMNIROUTE_LEASE_TICK);
 
@@ -509,13 +494,7 @@ ngx_omniroute_redis_lease_exit_process(ngx_cycle_t *cycle)
 
     /* pending calls are answered as failed by hiredis */
 
-    if (link->cmd.ac) {
-        redisAsyncFree(link->cmd.ac);
-    }
-
-    if (link->sub.ac) {
-        redisAsyncFree(link->sub.ac);
-    }
+    ngx_omniroute_redis_conn_close(&link->m);
 
     if (link->load_pool) {
         ngx_destroy_pool(link->load_pool);
@@ -549,8 +528,8 @@ ngx_omniroute_redis_lease_run(ngx_omniroute_lease_op_t *op,
 
     link = ngx_omniroute_redis_lease_link;
 
-    if (link == NULL || link->state != NGX_OMNIROUTE_LEASE_UP
-        || link->cmd.ac == NULL || op->nconns > NGX_OMNIROUTE_LEASE_CONNS_MAX)
+    if (link == NULL || link->m.state != NGX_OMNIROUTE_LEASE_UP
+        || link->m.cmd.ac == NULL || op->nconns > NGX_OMNIROUTE_LEASE_CONNS_MAX)
     {
         return NGX_DECLINED;
     }
@@ -659,7 +638,7 @@ ngx_omniroute_redis_lease_run(ngx_omniroute_lease_op_t *op,
 
     argc = 14 + (int) op->nconns;
 
-    if (redisAsyncCommandArgv(link->cmd.ac,
+    if (redisAsyncCommandArgv(link->m.cmd.ac,
                               ngx_omniroute_redis_lease_on_reply, call, argc,
                               argv, argvlen)
         != REDIS_OK)
@@ -885,6 +864,7 @@ ngx_omniroute_redis_lease_reject(ngx_omniroute_redis_lease_t *link,
     const char *what, const char *why)
 {
     ngx_msec_t                    now;
+    ngx_atomic_uint_t             last, t;
     ngx_omniroute_redis_stats_t  *stats;
 
     stats = ngx_omniroute_redis_stats();
@@ -900,6 +880,20 @@ ngx_omniroute_redis_lease_reject(ngx_omniroute_redis_lease_t *link,
     {
         link->rejected_suppressed++;
         return;
+    }
+
+    /* one line per log_interval for the node, whichever worker saw it */
+
+    if (stats) {
+        last = stats->lease_log_at;
+        t = (ngx_atomic_uint_t) ngx_omniroute_now();
+
+        if ((last && t - last < link->rmcf->log_interval)
+            || !ngx_atomic_cmp_set(&stats->lease_log_at, last, t))
+        {
+            link->rejected_suppressed++;
+            return;
+        }
     }
 
     ngx_log_error(NGX_LOG_WARN, link->log, 0,
@@ -963,7 +957,7 @@ ngx_omniroute_redis_lease_hint(ngx_omniroute_redis_lease_t *link, u_char *s,
     or_lease_t   *l;
     const char   *argv[3];
 
-    if (link->state != NGX_OMNIROUTE_LEASE_UP || link->cmd.ac == NULL) {
+    if (link->m.state != NGX_OMNIROUTE_LEASE_UP || link->m.cmd.ac == NULL) {
         return;                 /* the next load reads every key */
     }
 
@@ -992,7 +986,7 @@ ngx_omniroute_redis_lease_hint(ngx_omniroute_redis_lease_t *link, u_char *s,
     argv[2] = (const char *) kowner;
     argvlen[2] = p - kowner;
 
-    if (redisAsyncCommandArgv(link->cmd.ac, ngx_omniroute_redis_lease_on_hint,
+    if (redisAsyncCommandArgv(link->m.cmd.ac, ngx_omniroute_redis_lease_on_hint,
                               l, 3, argv, argvlen)
         != REDIS_OK)
     {
@@ -1006,7 +1000,7 @@ ngx_omniroute_redis_lease_on_hint(redisAsyncContext *ac, void *r, void *data)
 {
     redisReply                  *reply = r;
     or_lease_t                  *msg = data;
-    ngx_omniroute_lease_conn_t  *lc = ac->data;
+    ngx_omniroute_redis_conn_t  *lc = ac->data;
 
     or_lease_t                    l, o;
     ngx_uint_t                    i, held;
@@ -1057,188 +1051,75 @@ ngx_omniroute_redis_lease_on_hint(redisAsyncContext *ac, void *r, void *data)
 
 /* connection management */
 
+/* the command connection's last handshake command: TIME (Redis's clock) */
+
 static void
-ngx_omniroute_redis_lease_connect(ngx_omniroute_redis_lease_t *link)
+ngx_omniroute_redis_lease_probe(ngx_omniroute_redis_conn_t *rc)
 {
-    u_char                            db[NGX_INT_T_LEN];
-    const char                       *argv[2];
-    size_t                            argvlen[2];
-    ngx_uint_t                        i, n;
-    ngx_omniroute_lease_conn_t       *lc[2];
-    ngx_omniroute_redis_main_conf_t  *rmcf;
-
-    rmcf = link->rmcf;
-
-    link->state = NGX_OMNIROUTE_LEASE_CONNECTING;
-    link->state_at = ngx_current_msec;
-
-    lc[0] = &link->cmd;
-    lc[1] = &link->sub;
-    n = link->loader ? 2 : 1;
-
-    for (i = 0; i < n; i++) {
-        if (ngx_omniroute_redis_lease_open(lc[i]) != NGX_OK) {
-            ngx_omniroute_redis_lease_fail(link, "could not connect");
-            return;
-        }
-
-        if (rmcf->password.len) {
-            argv[0] = "AUTH";
-            argvlen[0] = 4;
-            argv[1] = (const char *) rmcf->password.data;
-            argvlen[1] = rmcf->password.len;
-
-            if (redisAsyncCommandArgv(lc[i]->ac,
-                                      ngx_omniroute_redis_lease_on_ready,
-                                      (void *) "AUTH", 2, argv, argvlen)
-                != REDIS_OK)
-            {
-                ngx_omniroute_redis_lease_fail(link, "could not send AUTH");
-                return;
-            }
-        }
-
-        if (i == 0 && rmcf->db) {
-            argv[0] = "SELECT";
-            argvlen[0] = 6;
-            argv[1] = (const char *) db;
-            argvlen[1] = ngx_sprintf(db, "%i", rmcf->db) - db;
-
-            if (redisAsyncCommandArgv(lc[i]->ac,
-                                      ngx_omniroute_redis_lease_on_ready,
-                                      (void *) "SELECT", 2, argv, argvlen)
-                != REDIS_OK)
-            {
-                ngx_omniroute_redis_lease_fail(link,
-                                               "could not send SELECT");
-                return;
-            }
-        }
-    }
-
-    /* TIME: the link is up, and Redis's clock is known */
+    const char  *argv[1];
+    size_t       argvlen[1];
 
     argv[0] = "TIME";
     argvlen[0] = 4;
 
-    if (redisAsyncCommandArgv(link->cmd.ac,
-                              ngx_omniroute_redis_lease_on_ready, NULL, 1,
-                              argv, argvlen)
-        != REDIS_OK)
+    if (ngx_omniroute_redis_conn_send(rc, ngx_omniroute_redis_lease_on_ready,
+                                      NULL, 1, argv, argvlen)
+        != NGX_OK)
     {
-        ngx_omniroute_redis_lease_fail(link, "could not send TIME");
-        return;
-    }
-
-    if (!link->loader) {
-        return;
-    }
-
-    argv[0] = "SUBSCRIBE";
-    argvlen[0] = 9;
-    argv[1] = (const char *) link->channel.data;
-    argvlen[1] = link->channel.len;
-
-    if (redisAsyncCommandArgv(link->sub.ac,
-                              ngx_omniroute_redis_lease_on_message, NULL, 2,
-                              argv, argvlen)
-        != REDIS_OK)
-    {
-        ngx_omniroute_redis_lease_fail(link, "could not send SUBSCRIBE");
+        ngx_omniroute_redis_lease_fail(rc->link, "could not send TIME");
     }
 }
 
-
-static ngx_int_t
-ngx_omniroute_redis_lease_open(ngx_omniroute_lease_conn_t *lc)
-{
-    redisAsyncContext                *ac;
-    ngx_omniroute_redis_lease_t      *link;
-    ngx_omniroute_redis_main_conf_t  *rmcf;
-
-    link = lc->link;
-    rmcf = link->rmcf;
-
-    lc->ready = 0;
-
-    if (rmcf->unix_path) {
-        ac = redisAsyncConnectUnix((const char *) rmcf->unix_path);
-
-    } else {
-        ac = redisAsyncConnect((const char *) rmcf->host, (int) rmcf->port);
-    }
-
-    if (ac == NULL) {
-        return NGX_ERROR;
-    }
-
-    if (ac->err) {
-        redisAsyncFree(ac);
-        return NGX_ERROR;
-    }
-
-    if (ngx_omniroute_redis_attach(lc, ac, link->log) != NGX_OK) {
-        redisAsyncFree(ac);
-        return NGX_ERROR;
-    }
-
-    (void) redisAsyncSetDisconnectCallback(ac,
-                                   ngx_omniroute_redis_lease_on_disconnect);
-    (void) redisAsyncSetConnectCallback(ac,
-                                        ngx_omniroute_redis_lease_on_connect);
-
-    return NGX_OK;
-}
-
-
-/*
- * The link is down: both contexts are freed (their pending calls are
- * answered as failed), a reconnection is due after a backoff with
- * jitter.  Logged at most once per log_interval; never the password.
- */
 
 static void
 ngx_omniroute_redis_lease_fail(ngx_omniroute_redis_lease_t *link,
     const char *reason)
 {
-    ngx_msec_t  delay;
+    ngx_omniroute_redis_conn_fail(&link->m, "%s", reason);
+}
 
-    if (link->state == NGX_OMNIROUTE_LEASE_DOWN || link->exiting) {
+
+/*
+ * The link is down: both contexts are freed after this returns (their
+ * pending calls are answered as failed), a reconnection is due after a
+ * backoff with jitter.  Logged at most once per log_interval; never the
+ * password.
+ */
+
+static void
+ngx_omniroute_redis_lease_down(ngx_omniroute_redis_machine_t *m,
+    u_char *reason, size_t len)
+{
+    ngx_omniroute_redis_lease_t  *link = m->link;
+
+    if (link->exiting) {
         return;
     }
 
-    link->state = NGX_OMNIROUTE_LEASE_DOWN;
-    link->state_at = ngx_current_msec;
     link->loading = 0;
 
     if (link->logged_at == 0
         || ngx_current_msec - link->logged_at >= link->rmcf->log_interval)
     {
         ngx_log_error(NGX_LOG_ERR, link->log, 0,
-                      "omniroute redis \"%V\": leases: %s; lease requests "
+                      "omniroute redis \"%V\": leases: %*s; lease requests "
                       "are refused until Redis is back",
-                      &link->rmcf->addr, reason);
+                      &link->rmcf->addr, len, reason);
         link->logged_at = ngx_current_msec;
-    }
-
-    if (link->cmd.ac) {
-        redisAsyncFree(link->cmd.ac);
-    }
-
-    if (link->sub.ac) {
-        redisAsyncFree(link->sub.ac);
     }
 
     if (link->load_pool) {
         ngx_destroy_pool(link->load_pool);
         link->load_pool = NULL;
     }
+}
 
-    delay = link->backoff / 2 + (ngx_msec_t) ngx_random()
-                                % (link->backoff / 2 + 1);
 
-    link->retry_at = ngx_current_msec + delay;
-    link->backoff = ngx_min(link->backoff * 2, link->rmcf->backoff_max);
+static void
+ngx_omniroute_redis_lease_message(ngx_omniroute_redis_machine_t *m,
+    u_char *data, size_t len)
+{
+    ngx_omniroute_redis_lease_hint(m->link, data, len);
 }
 
 
@@ -1257,23 +1138,9 @@ ngx_omniroute_redis_lease_tick(ngx_event_t *ev)
 
     now = ngx_current_msec;
 
-    switch (link->state) {
+    switch (link->m.state) {
 
-    case NGX_OMNIROUTE_LEASE_DOWN:
-        if (!ngx_exiting && (ngx_msec_int_t) (now - link->retry_at) >= 0) {
-            ngx_omniroute_redis_lease_connect(link);
-        }
-
-        break;
-
-    case NGX_OMNIROUTE_LEASE_CONNECTING:
-        if (now - link->state_at >= link->rmcf->timeout) {
-            ngx_omniroute_redis_lease_fail(link, "timed out connecting");
-        }
-
-        break;
-
-    default: /* UP */
+    case NGX_OMNIROUTE_LEASE_UP:
 
         if (!ngx_queue_empty(&link->pending)) {
             q = ngx_queue_head(&link->pending);
@@ -1291,6 +1158,10 @@ ngx_omniroute_redis_lease_tick(ngx_event_t *ev)
             ngx_omniroute_redis_lease_scan(link);
         }
 
+        break;
+
+    default: /* DOWN, CONNECTING */
+        ngx_omniroute_redis_conn_tick(&link->m);
         break;
     }
 
@@ -1338,7 +1209,7 @@ ngx_omniroute_redis_lease_scan(ngx_omniroute_redis_lease_t *link)
         argv[0] = "TIME";
         argvlen[0] = 4;
 
-        if (redisAsyncCommandArgv(link->cmd.ac,
+        if (redisAsyncCommandArgv(link->m.cmd.ac,
                                   ngx_omniroute_redis_lease_on_time, NULL,
                                   1, argv, argvlen)
             != REDIS_OK)
@@ -1365,7 +1236,7 @@ ngx_omniroute_redis_lease_scan(ngx_omniroute_redis_lease_t *link)
     argv[5] = "512";
     argvlen[5] = 3;
 
-    if (redisAsyncCommandArgv(link->cmd.ac, ngx_omniroute_redis_lease_on_scan,
+    if (redisAsyncCommandArgv(link->m.cmd.ac, ngx_omniroute_redis_lease_on_scan,
                               NULL, 6, argv, argvlen)
         != REDIS_OK)
     {
@@ -1378,7 +1249,7 @@ static void
 ngx_omniroute_redis_lease_on_time(redisAsyncContext *ac, void *r, void *data)
 {
     redisReply                  *reply = r;
-    ngx_omniroute_lease_conn_t  *lc = ac->data;
+    ngx_omniroute_redis_conn_t  *lc = ac->data;
 
     ngx_omniroute_redis_lease_t  *link;
 
@@ -1403,7 +1274,7 @@ static void
 ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac, void *r, void *data)
 {
     redisReply                  *reply = r;
-    ngx_omniroute_lease_conn_t  *lc = ac->data;
+    ngx_omniroute_redis_conn_t  *lc = ac->data;
 
     size_t                        i;
     ngx_uint_t                    n;
@@ -1472,7 +1343,7 @@ ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac, void *r, void *data)
         return;
     }
 
-    if (redisAsyncCommandArgv(link->cmd.ac, ngx_omniroute_redis_lease_on_mget,
+    if (redisAsyncCommandArgv(link->m.cmd.ac, ngx_omniroute_redis_lease_on_mget,
                               link, (int) n, argv, argvlen)
         != REDIS_OK)
     {
@@ -1492,7 +1363,7 @@ ngx_omniroute_redis_lease_on_mget(redisAsyncContext *ac, void *r, void *data)
     ngx_uint_t   dropped;
     redisReply  *v;
 
-    if (!link->loading || link->state != NGX_OMNIROUTE_LEASE_UP) {
+    if (!link->loading || link->m.state != NGX_OMNIROUTE_LEASE_UP) {
         return;
     }
 
@@ -1578,17 +1449,11 @@ ngx_omniroute_redis_lease_keep(or_lease_t *l, void *arg)
 
 
 static void
-ngx_omniroute_redis_lease_up(ngx_omniroute_redis_lease_t *link)
+ngx_omniroute_redis_lease_up(ngx_omniroute_redis_machine_t *m)
 {
-    if (link->state != NGX_OMNIROUTE_LEASE_CONNECTING || !link->cmd.ready
-        || (link->loader && !link->sub.ready))
-    {
-        return;
-    }
+    ngx_omniroute_redis_lease_t  *link = m->link;
 
-    link->state = NGX_OMNIROUTE_LEASE_UP;
-    link->state_at = ngx_current_msec;
-    link->backoff = link->rmcf->backoff_min;
+    m->backoff = link->rmcf->backoff_min;
 
     if (link->logged_at) {
         ngx_log_error(NGX_LOG_NOTICE, link->log, 0,
@@ -1606,100 +1471,24 @@ ngx_omniroute_redis_lease_up(ngx_omniroute_redis_lease_t *link)
 /* hiredis callbacks */
 
 static void
-ngx_omniroute_redis_lease_on_connect(const redisAsyncContext *ac,
-    int status)
-{
-    ngx_omniroute_lease_conn_t  *lc = ac->data;
-
-    if (status == REDIS_OK) {
-        return;
-    }
-
-    /* hiredis frees the context when this returns */
-
-    lc->ac = NULL;
-
-    ngx_omniroute_redis_lease_fail(lc->link, "connection failed");
-}
-
-
-static void
-ngx_omniroute_redis_lease_on_disconnect(const redisAsyncContext *ac,
-    int status)
-{
-    ngx_omniroute_lease_conn_t  *lc = ac->data;
-
-    if (lc->link->exiting) {
-        return;
-    }
-
-    ngx_omniroute_redis_lease_fail(lc->link, "connection lost");
-}
-
-
-static void
 ngx_omniroute_redis_lease_on_ready(redisAsyncContext *ac, void *r,
     void *data)
 {
     redisReply                  *reply = r;
-    ngx_omniroute_lease_conn_t  *lc = ac->data;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    ngx_omniroute_redis_conn_replied(rc);
 
     if (reply == NULL) {
         return;
     }
 
-    if (reply->type == REDIS_REPLY_ERROR) {
-        /* the reply never contains the password */
-        ngx_omniroute_redis_lease_fail(lc->link, data ? (char *) data
-                                                      : "TIME failed");
-        return;
-    }
-
-    if (data != NULL) {
-        return;                 /* AUTH or SELECT */
-    }
-
-    if (ngx_omniroute_redis_lease_clock(lc->link, reply) != NGX_OK) {
-        ngx_omniroute_redis_lease_fail(lc->link, "TIME failed");
-        return;
-    }
-
-    lc->ready = 1;
-
-    ngx_omniroute_redis_lease_up(lc->link);
-}
-
-
-static void
-ngx_omniroute_redis_lease_on_message(redisAsyncContext *ac, void *r,
-    void *data)
-{
-    redisReply                  *reply = r;
-    ngx_omniroute_lease_conn_t  *lc = ac->data;
-
-    redisReply  *type;
-
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
-        || reply->elements < 3
-        || reply->element[0]->type != REDIS_REPLY_STRING)
+    if (reply->type == REDIS_REPLY_ERROR
+        || ngx_omniroute_redis_lease_clock(rc->link, reply) != NGX_OK)
     {
+        ngx_omniroute_redis_lease_fail(rc->link, "TIME failed");
         return;
     }
 
-    type = reply->element[0];
-
-    if (type->len == 7 && ngx_strncmp(type->str, "message", 7) == 0) {
-        if (reply->element[2]->type == REDIS_REPLY_STRING) {
-            ngx_omniroute_redis_lease_hint(lc->link,
-                                           (u_char *) reply->element[2]->str,
-                                           reply->element[2]->len);
-        }
-
-        return;
-    }
-
-    if (type->len == 9 && ngx_strncmp(type->str, "subscribe", 9) == 0) {
-        lc->ready = 1;
-        ngx_omniroute_redis_lease_up(lc->link);
-    }
+    ngx_omniroute_redis_conn_ready(rc);
 }

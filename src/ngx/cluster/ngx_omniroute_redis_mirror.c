@@ -2,12 +2,12 @@
 /*
  * Copyright (C) ngx_omniroute authors
  *
- * Redis mirror: hiredis async contexts on the nginx event loop and the
- * link state machine (see ngx_omniroute_redis_int.h).
+ * Redis mirror: the link state machine (see ngx_omniroute_redis_int.h) on
+ * the connection machine (ngx_omniroute_redis_conn.c: connect, AUTH,
+ * SELECT, sentinels, the subscriber, backoff).
  *
- * Each hiredis context is put on the event loop by the adapter
- * (ngx_omniroute_redis_adapter.c).  hiredis 0.14 has no timers: connect
- * and reply timeouts are checked by the link's own timer.
+ * hiredis 0.14 has no timers: connect and reply timeouts are checked by
+ * the link's own timer.
  *
  *   DOWN --retry_at--> CONNECTING --both handshakes--> SYNCING
  *   SYNCING --SCAN+MGET merged, missing state pushed--> UP
@@ -34,8 +34,12 @@
 
 
 static void ngx_omniroute_redis_connect(ngx_omniroute_redis_link_t *link);
-static ngx_int_t ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc);
-static void ngx_omniroute_redis_close(ngx_omniroute_redis_conn_t *rc);
+static void ngx_omniroute_redis_probe(ngx_omniroute_redis_conn_t *rc);
+static void ngx_omniroute_redis_up(ngx_omniroute_redis_machine_t *m);
+static void ngx_omniroute_redis_down(ngx_omniroute_redis_machine_t *m,
+    u_char *reason, size_t len);
+static void ngx_omniroute_redis_on_message(ngx_omniroute_redis_machine_t *m,
+    u_char *data, size_t len);
 static void ngx_cdecl ngx_omniroute_redis_fail(
     ngx_omniroute_redis_link_t *link, const char *fmt, ...);
 static void ngx_cdecl ngx_omniroute_redis_log(
@@ -78,15 +82,9 @@ static int ngx_libc_cdecl ngx_omniroute_redis_seen_cmp(const void *a,
 static void ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link,
     u_char *data, size_t len);
 
-static void ngx_omniroute_redis_on_connect(const redisAsyncContext *ac,
-    int status);
-static void ngx_omniroute_redis_on_disconnect(const redisAsyncContext *ac,
-    int status);
 static void ngx_omniroute_redis_on_reply(redisAsyncContext *ac, void *r,
     void *data);
-static void ngx_omniroute_redis_on_handshake(redisAsyncContext *ac, void *r,
-    void *data);
-static void ngx_omniroute_redis_on_subscribe(redisAsyncContext *ac, void *r,
+static void ngx_omniroute_redis_on_ping(redisAsyncContext *ac, void *r,
     void *data);
 static void ngx_omniroute_redis_on_scan(redisAsyncContext *ac, void *r,
     void *data);
@@ -139,17 +137,19 @@ ngx_omniroute_redis_mirror_init(ngx_cycle_t *cycle,
     link->stats = &rmcf->sh->stats;
     link->log = cycle->log;
 
-    link->cmd.link = link;
-    link->cmd.name = "command";
-    link->sub.link = link;
-    link->sub.name = "subscriber";
+    ngx_omniroute_redis_conn_init(&link->m, rmcf, cycle->log, link,
+                                  "command");
+
+    link->m.channel = rmcf->channel;
+    link->m.probe = ngx_omniroute_redis_probe;
+    link->m.up = ngx_omniroute_redis_up;
+    link->m.down = ngx_omniroute_redis_down;
+    link->m.message = ngx_omniroute_redis_on_message;
 
     link->tick.handler = ngx_omniroute_redis_tick;
     link->tick.data = link;
     link->tick.log = cycle->log;
     link->tick.cancelable = 1;
-
-    link->backoff = rmcf->backoff_min;
 
     /* history is not replayed: the first sync pushes the whole state */
 
@@ -182,7 +182,7 @@ ngx_omniroute_redis_mirror_exit(ngx_cycle_t *cycle)
     /* the last changes of this worker, best effort and bounded */
 
     if (link->state == NGX_OMNIROUTE_REDIS_UP && link->draining
-        && link->cmd.ac && link->cmd.ready)
+        && link->m.cmd.ac && link->m.cmd.ready)
     {
         ngx_omniroute_redis_drain(link, 1);
         ngx_omniroute_redis_flush(link);
@@ -194,8 +194,7 @@ ngx_omniroute_redis_mirror_exit(ngx_cycle_t *cycle)
         ngx_del_timer(&link->tick);
     }
 
-    ngx_omniroute_redis_close(&link->cmd);
-    ngx_omniroute_redis_close(&link->sub);
+    ngx_omniroute_redis_conn_close(&link->m);
 
     if (link->sync_pool) {
         ngx_destroy_pool(link->sync_pool);
@@ -208,161 +207,57 @@ ngx_omniroute_redis_mirror_exit(ngx_cycle_t *cycle)
 }
 
 
-/* connection management */
+/* connection management: the machine (ngx_omniroute_redis_conn.c) */
 
 static void
 ngx_omniroute_redis_connect(ngx_omniroute_redis_link_t *link)
 {
-    ngx_omniroute_redis_main_conf_t  *rmcf;
-
-    const char  *argv[3];
-    size_t       argvlen[3];
-    u_char       db[NGX_INT_T_LEN];
-
-    rmcf = link->rmcf;
-
     ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_CONNECTING);
 
-    if (ngx_omniroute_redis_open(&link->cmd) != NGX_OK
-        || ngx_omniroute_redis_open(&link->sub) != NGX_OK)
-    {
-        ngx_omniroute_redis_fail(link, "could not connect");
-        return;
-    }
+    ngx_omniroute_redis_conn_open(&link->m);
+}
 
-    /* hiredis queues these until the connection is established */
 
-    if (rmcf->password.len) {
-        argv[0] = "AUTH";
-        argvlen[0] = 4;
-        argv[1] = (const char *) rmcf->password.data;
-        argvlen[1] = rmcf->password.len;
+/* the command connection's last handshake command: PING */
 
-        if (ngx_omniroute_redis_command(&link->cmd,
-                                        ngx_omniroute_redis_on_handshake,
-                                        "AUTH", 2, argv, argvlen)
-            != NGX_OK
-            || ngx_omniroute_redis_command(&link->sub,
-                                           ngx_omniroute_redis_on_handshake,
-                                           "AUTH", 2, argv, argvlen)
-               != NGX_OK)
-        {
-            ngx_omniroute_redis_fail(link, "could not send AUTH");
-            return;
-        }
-    }
-
-    if (rmcf->db) {
-        argv[0] = "SELECT";
-        argvlen[0] = 6;
-        argv[1] = (const char *) db;
-        argvlen[1] = ngx_sprintf(db, "%i", rmcf->db) - db;
-
-        if (ngx_omniroute_redis_command(&link->cmd,
-                                        ngx_omniroute_redis_on_handshake,
-                                        "SELECT", 2, argv, argvlen)
-            != NGX_OK)
-        {
-            ngx_omniroute_redis_fail(link, "could not send SELECT");
-            return;
-        }
-    }
+static void
+ngx_omniroute_redis_probe(ngx_omniroute_redis_conn_t *rc)
+{
+    const char  *argv[1];
+    size_t       argvlen[1];
 
     argv[0] = "PING";
     argvlen[0] = 4;
 
-    if (ngx_omniroute_redis_command(&link->cmd,
-                                    ngx_omniroute_redis_on_handshake,
-                                    NULL, 1, argv, argvlen)
+    if (ngx_omniroute_redis_command(rc, ngx_omniroute_redis_on_ping, NULL, 1,
+                                    argv, argvlen)
         != NGX_OK)
     {
-        ngx_omniroute_redis_fail(link, "could not send PING");
-        return;
-    }
-
-    argv[0] = "SUBSCRIBE";
-    argvlen[0] = 9;
-    argv[1] = (const char *) rmcf->channel.data;
-    argvlen[1] = rmcf->channel.len;
-
-    /* a subscription's callback stays registered: not counted as pending */
-
-    if (redisAsyncCommandArgv(link->sub.ac, ngx_omniroute_redis_on_subscribe,
-                              NULL, 2, argv, argvlen)
-        != REDIS_OK)
-    {
-        ngx_omniroute_redis_fail(link, "could not send SUBSCRIBE");
-        return;
+        ngx_omniroute_redis_fail(rc->link, "could not send PING");
     }
 }
 
 
-static ngx_int_t
-ngx_omniroute_redis_open(ngx_omniroute_redis_conn_t *rc)
-{
-    redisAsyncContext                *ac;
-    ngx_omniroute_redis_link_t       *link;
-    ngx_omniroute_redis_main_conf_t  *rmcf;
-
-    link = rc->link;
-    rmcf = link->rmcf;
-
-    rc->pending = 0;
-    rc->ready = 0;
-    rc->progress = ngx_current_msec;
-
-    if (rmcf->unix_path) {
-        ac = redisAsyncConnectUnix((const char *) rmcf->unix_path);
-
-    } else {
-        ac = redisAsyncConnect((const char *) rmcf->host, (int) rmcf->port);
-    }
-
-    if (ac == NULL) {
-        return NGX_ERROR;
-    }
-
-    if (ac->err) {
-        ngx_omniroute_redis_log(link, NGX_LOG_ERR, "%s connection: %s",
-                                rc->name, ac->errstr);
-        redisAsyncFree(ac);
-        return NGX_ERROR;
-    }
-
-    if (ngx_omniroute_redis_attach(rc, ac, rc->link->log) != NGX_OK) {
-        redisAsyncFree(ac);
-        return NGX_ERROR;
-    }
-
-    /* the connect callback is what asks for the first write event */
-
-    (void) redisAsyncSetDisconnectCallback(ac,
-                                           ngx_omniroute_redis_on_disconnect);
-    (void) redisAsyncSetConnectCallback(ac, ngx_omniroute_redis_on_connect);
-
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, link->log, 0,
-                   "omniroute redis %s connection fd:%d", rc->name,
-                   rc->c->fd);
-
-    return NGX_OK;
-}
-
-
-/* frees the context now, or when its running callback returns */
+/* both connections are ready: a full sync */
 
 static void
-ngx_omniroute_redis_close(ngx_omniroute_redis_conn_t *rc)
+ngx_omniroute_redis_up(ngx_omniroute_redis_machine_t *m)
 {
-    redisAsyncContext  *ac;
+    ngx_omniroute_redis_link_t  *link = m->link;
 
-    ac = rc->ac;
-    rc->ready = 0;
+    (void) ngx_atomic_fetch_add(&link->stats->connects, 1);
+    ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_SYNCING);
+    link->sub_seen = ngx_current_msec;
+    link->heartbeat_at = ngx_current_msec;
+    ngx_omniroute_redis_start_sync(link);
+}
 
-    if (ac == NULL) {
-        return;
-    }
 
-    redisAsyncFree(ac);
+static void
+ngx_omniroute_redis_on_message(ngx_omniroute_redis_machine_t *m,
+    u_char *data, size_t len)
+{
+    ngx_omniroute_redis_message(m->link, data, len);
 }
 
 
@@ -370,22 +265,29 @@ static void ngx_cdecl
 ngx_omniroute_redis_fail(ngx_omniroute_redis_link_t *link, const char *fmt,
     ...)
 {
-    u_char      *p, buf[NGX_MAX_ERROR_STR];
-    va_list      args;
-    ngx_msec_t   delay;
-
-    if (link->state == NGX_OMNIROUTE_REDIS_DOWN) {
-        return;
-    }
+    u_char   *p, buf[NGX_MAX_ERROR_STR];
+    va_list   args;
 
     va_start(args, fmt);
     p = ngx_vslprintf(buf, buf + sizeof(buf), fmt, args);
     va_end(args);
 
+    ngx_omniroute_redis_conn_fail(&link->m, "%*s", (size_t) (p - buf), buf);
+}
+
+
+/* the machine failed: the connections are freed after this returns */
+
+static void
+ngx_omniroute_redis_down(ngx_omniroute_redis_machine_t *m, u_char *reason,
+    size_t len)
+{
+    ngx_omniroute_redis_link_t  *link = m->link;
+
     if (!link->exiting) {
         ngx_omniroute_redis_log(link, NGX_LOG_ERR,
                                 "%*s; serving on local state, "
-                                "reconnecting", (size_t) (p - buf), buf);
+                                "reconnecting", len, reason);
         (void) ngx_atomic_fetch_add(&link->stats->failures, 1);
     }
 
@@ -395,21 +297,10 @@ ngx_omniroute_redis_fail(ngx_omniroute_redis_link_t *link, const char *fmt,
     link->syncing = 0;
     link->pushing = 0;
 
-    ngx_omniroute_redis_close(&link->cmd);
-    ngx_omniroute_redis_close(&link->sub);
-
     if (link->sync_pool) {
         ngx_destroy_pool(link->sync_pool);
         link->sync_pool = NULL;
     }
-
-    /* capped exponential backoff, "equal jitter" */
-
-    delay = link->backoff / 2 + (ngx_msec_t) ngx_random()
-                                % (link->backoff / 2 + 1);
-
-    link->retry_at = ngx_current_msec + delay;
-    link->backoff = ngx_min(link->backoff * 2, link->rmcf->backoff_max);
 
     link->stats->pending = 0;
 }
@@ -541,19 +432,16 @@ ngx_omniroute_redis_command(ngx_omniroute_redis_conn_t *rc,
     redisCallbackFn *fn, void *data, int argc, const char **argv,
     const size_t *argvlen)
 {
-    if (rc->ac == NULL
-        || redisAsyncCommandArgv(rc->ac, fn, data, argc, argv, argvlen)
-           != REDIS_OK)
+    ngx_omniroute_redis_link_t  *link = rc->link;
+
+    if (ngx_omniroute_redis_conn_send(rc, fn, data, argc, argv, argvlen)
+        != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    if (rc->pending++ == 0) {
-        rc->progress = ngx_current_msec;
-    }
-
-    if (rc == &rc->link->cmd) {
-        rc->link->stats->pending = rc->pending;
+    if (rc == &link->m.cmd) {
+        link->stats->pending = rc->pending;
     }
 
     return NGX_OK;
@@ -563,14 +451,12 @@ ngx_omniroute_redis_command(ngx_omniroute_redis_conn_t *rc,
 static void
 ngx_omniroute_redis_replied(ngx_omniroute_redis_conn_t *rc)
 {
-    if (rc->pending) {
-        rc->pending--;
-    }
+    ngx_omniroute_redis_link_t  *link = rc->link;
 
-    rc->progress = ngx_current_msec;
+    ngx_omniroute_redis_conn_replied(rc);
 
-    if (rc == &rc->link->cmd) {
-        rc->link->stats->pending = rc->pending;
+    if (rc == &link->m.cmd) {
+        link->stats->pending = rc->pending;
     }
 }
 
@@ -597,7 +483,9 @@ ngx_omniroute_redis_tick(ngx_event_t *ev)
     case NGX_OMNIROUTE_REDIS_DOWN:
         ngx_omniroute_redis_drain(link, 0);
 
-        if (!ngx_exiting && (ngx_msec_int_t) (now - link->retry_at) >= 0) {
+        if (!ngx_exiting
+            && (ngx_msec_int_t) (now - link->m.retry_at) >= 0)
+        {
             ngx_omniroute_redis_connect(link);
         }
 
@@ -605,12 +493,7 @@ ngx_omniroute_redis_tick(ngx_event_t *ev)
 
     case NGX_OMNIROUTE_REDIS_CONNECTING:
         ngx_omniroute_redis_drain(link, 0);
-
-        if (now - link->state_at >= rmcf->timeout) {
-            ngx_omniroute_redis_fail(link, "timed out connecting (%M ms)",
-                                     rmcf->timeout);
-        }
-
+        ngx_omniroute_redis_conn_tick(&link->m);
         break;
 
     default: /* SYNCING, UP */
@@ -657,7 +540,7 @@ ngx_omniroute_redis_watchdog(ngx_omniroute_redis_link_t *link)
     rmcf = link->rmcf;
     now = ngx_current_msec;
 
-    rc = &link->cmd;
+    rc = &link->m.cmd;
 
     if (rc->pending && now - rc->progress >= rmcf->timeout) {
         ngx_omniroute_redis_fail(link, "no reply for %M ms",
@@ -704,7 +587,7 @@ ngx_omniroute_redis_heartbeat(ngx_omniroute_redis_link_t *link)
     argv[2] = (const char *) link->msg;
     argvlen[2] = len;
 
-    (void) ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_reply,
+    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_reply,
                                        NULL, 3, argv, argvlen);
 }
 
@@ -733,7 +616,7 @@ ngx_omniroute_redis_drain(ngx_omniroute_redis_link_t *link,
 
     for ( ;; ) {
 
-        if (publish && link->cmd.pending >= link->rmcf->queue) {
+        if (publish && link->m.cmd.pending >= link->rmcf->queue) {
             break;
         }
 
@@ -853,7 +736,7 @@ ngx_omniroute_redis_push(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
 
     rmcf = link->rmcf;
 
-    if (link->cmd.ac == NULL || !link->cmd.ready
+    if (link->m.cmd.ac == NULL || !link->m.cmd.ready
         || size > NGX_OMNIROUTE_REDIS_VALUE_MAX
         || key->len > NGX_OMNIROUTE_KEY_MAX)
     {
@@ -880,7 +763,7 @@ ngx_omniroute_redis_push(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
                                               ngx_omniroute_now()))
                      - ttl;
 
-        if (ngx_omniroute_redis_command(&link->cmd,
+        if (ngx_omniroute_redis_command(&link->m.cmd,
                                         ngx_omniroute_redis_on_reply, NULL,
                                         5, argv, argvlen)
             != NGX_OK)
@@ -894,7 +777,7 @@ ngx_omniroute_redis_push(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
         argv[1] = (const char *) link->rkey;
         argvlen[1] = klen;
 
-        if (ngx_omniroute_redis_command(&link->cmd,
+        if (ngx_omniroute_redis_command(&link->m.cmd,
                                         ngx_omniroute_redis_on_reply, NULL,
                                         2, argv, argvlen)
             != NGX_OK)
@@ -915,7 +798,7 @@ ngx_omniroute_redis_push(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
     argv[2] = (const char *) link->msg;
     argvlen[2] = mlen;
 
-    (void) ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_reply,
+    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_reply,
                                        NULL, 3, argv, argvlen);
 
     (void) ngx_atomic_fetch_add(&link->stats->published, 1);
@@ -932,7 +815,7 @@ ngx_omniroute_redis_flush(ngx_omniroute_redis_link_t *link)
     redisContext   *c;
     struct pollfd   pfd;
 
-    c = &link->cmd.ac->c;
+    c = &link->m.cmd.ac->c;
 
     for (i = 0; i < 4; i++) {
 
@@ -1038,7 +921,7 @@ ngx_omniroute_redis_epoch_learn(ngx_omniroute_redis_link_t *link)
     argvlen[5] = ngx_sprintf(ttl, "%L", (int64_t) NGX_OMNIROUTE_REDIS_TTL_MAX)
                  - ttl;
 
-    if (ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_reply,
+    if (ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_reply,
                                     NULL, 6, argv, argvlen)
         != NGX_OK)
     {
@@ -1048,7 +931,7 @@ ngx_omniroute_redis_epoch_learn(ngx_omniroute_redis_link_t *link)
     argv[0] = "GET";
     argvlen[0] = 3;
 
-    (void) ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_epoch,
+    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_epoch,
                                        &ngx_omniroute_redis_epoch_learning, 2,
                                        argv, argvlen);
 }
@@ -1073,7 +956,7 @@ ngx_omniroute_redis_epoch_check(ngx_omniroute_redis_link_t *link)
     argv[1] = (const char *) link->epoch_key.data;
     argvlen[1] = link->epoch_key.len;
 
-    (void) ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_epoch,
+    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_epoch,
                                        &ngx_omniroute_redis_epoch_checking, 2,
                                        argv, argvlen);
 }
@@ -1180,7 +1063,7 @@ ngx_omniroute_redis_scan(ngx_omniroute_redis_link_t *link)
     argvlen[5] = ngx_sprintf(count, "%d", NGX_OMNIROUTE_REDIS_SCAN_COUNT)
                  - count;
 
-    if (ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_scan,
+    if (ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_scan,
                                     NULL, 6, argv, argvlen)
         != NGX_OK)
     {
@@ -1282,7 +1165,7 @@ ngx_omniroute_redis_on_scan(redisAsyncContext *ac, void *r, void *data)
         argvlen[i + 1] = k->len;
     }
 
-    if (ngx_omniroute_redis_command(&link->cmd, ngx_omniroute_redis_on_mget,
+    if (ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_mget,
                                     NULL, (int) keys->elements + 1, argv,
                                     argvlen)
         != NGX_OK)
@@ -1495,7 +1378,7 @@ ngx_omniroute_redis_push_step(ngx_omniroute_redis_link_t *link)
     seen = link->seen.elts;
 
     while (link->push_next < link->push.nelts
-           && link->cmd.pending + 2 <= link->rmcf->queue)
+           && link->m.cmd.pending + 2 <= link->rmcf->queue)
     {
         rec = (ngx_omniroute_redis_record_t *) link->push.elts
               + link->push_next++;
@@ -1575,7 +1458,7 @@ ngx_omniroute_redis_end_sync(ngx_omniroute_redis_link_t *link)
 
     ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_UP);
 
-    link->backoff = link->rmcf->backoff_min;
+    link->m.backoff = link->rmcf->backoff_min;
 
     ngx_omniroute_redis_log(link, NGX_LOG_NOTICE,
                             "link up, %ui records loaded, %ui local records "
@@ -1674,141 +1557,40 @@ ngx_omniroute_redis_message(ngx_omniroute_redis_link_t *link, u_char *data,
 /* hiredis callbacks */
 
 static void
-ngx_omniroute_redis_on_connect(const redisAsyncContext *ac, int status)
-{
-    ngx_omniroute_redis_conn_t  *rc = ac->data;
-
-    if (status == REDIS_OK) {
-        rc->progress = ngx_current_msec;
-        return;
-    }
-
-    /* hiredis frees the context when this returns: do not free it here */
-
-    rc->ac = NULL;
-
-    ngx_omniroute_redis_fail(rc->link, "%s connection failed: %s", rc->name,
-                             ac->errstr);
-}
-
-
-static void
-ngx_omniroute_redis_on_disconnect(const redisAsyncContext *ac, int status)
-{
-    ngx_omniroute_redis_conn_t  *rc = ac->data;
-
-    if (rc->link->exiting) {
-        return;
-    }
-
-    ngx_omniroute_redis_fail(rc->link, "%s connection lost: %s", rc->name,
-                             (status == REDIS_OK || ac->errstr[0] == '\0')
-                             ? "closed" : ac->errstr);
-}
-
-
-static void
 ngx_omniroute_redis_on_reply(redisAsyncContext *ac, void *r, void *data)
 {
     redisReply                  *reply = r;
     ngx_omniroute_redis_conn_t  *rc = ac->data;
 
+    ngx_omniroute_redis_link_t  *link = rc->link;
+
     ngx_omniroute_redis_replied(rc);
 
     if (reply && reply->type == REDIS_REPLY_ERROR) {
-        (void) ngx_atomic_fetch_add(&rc->link->stats->errors, 1);
-        ngx_omniroute_redis_log(rc->link, NGX_LOG_ERR, "error reply: %*s",
+        (void) ngx_atomic_fetch_add(&link->stats->errors, 1);
+        ngx_omniroute_redis_log(link, NGX_LOG_ERR, "error reply: %*s",
                                 reply->len, reply->str);
     }
 }
 
 
 static void
-ngx_omniroute_redis_on_handshake(redisAsyncContext *ac, void *r, void *data)
+ngx_omniroute_redis_on_ping(redisAsyncContext *ac, void *r, void *data)
 {
     redisReply                  *reply = r;
     ngx_omniroute_redis_conn_t  *rc = ac->data;
 
-    ngx_omniroute_redis_link_t  *link;
-
     ngx_omniroute_redis_replied(rc);
-
-    link = rc->link;
 
     if (reply == NULL) {
         return;
     }
 
     if (reply->type == REDIS_REPLY_ERROR) {
-        /* the reply never contains the password */
-        ngx_omniroute_redis_fail(link, "%s failed: %*s",
-                                 data ? (char *) data : "PING",
-                                 reply->len, reply->str);
+        ngx_omniroute_redis_fail(rc->link, "PING failed: %*s",
+                                 ngx_min(reply->len, 256), reply->str);
         return;
     }
 
-    if (data != NULL || rc != &link->cmd) {
-        return;                 /* AUTH or SELECT */
-    }
-
-    /* PING: the command connection is ready */
-
-    rc->ready = 1;
-
-    if (link->state == NGX_OMNIROUTE_REDIS_CONNECTING && link->sub.ready) {
-        (void) ngx_atomic_fetch_add(&link->stats->connects, 1);
-        ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_SYNCING);
-        link->sub_seen = ngx_current_msec;
-        link->heartbeat_at = ngx_current_msec;
-        ngx_omniroute_redis_start_sync(link);
-    }
-}
-
-
-static void
-ngx_omniroute_redis_on_subscribe(redisAsyncContext *ac, void *r, void *data)
-{
-    redisReply                  *reply = r;
-    ngx_omniroute_redis_conn_t  *rc = ac->data;
-
-    redisReply                  *type;
-    ngx_omniroute_redis_link_t  *link;
-
-    link = rc->link;
-
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY
-        || reply->elements < 3)
-    {
-        return;
-    }
-
-    type = reply->element[0];
-
-    if (type->type != REDIS_REPLY_STRING) {
-        return;
-    }
-
-    if (type->len == 7 && ngx_strncmp(type->str, "message", 7) == 0) {
-
-        if (reply->element[2]->type == REDIS_REPLY_STRING) {
-            ngx_omniroute_redis_message(link, (u_char *) reply->element[2]->str,
-                                        reply->element[2]->len);
-        }
-
-        return;
-    }
-
-    if (type->len == 9 && ngx_strncmp(type->str, "subscribe", 9) == 0) {
-        rc->ready = 1;
-        rc->progress = ngx_current_msec;
-        link->sub_seen = ngx_current_msec;
-
-        if (link->state == NGX_OMNIROUTE_REDIS_CONNECTING && link->cmd.ready)
-        {
-            (void) ngx_atomic_fetch_add(&link->stats->connects, 1);
-            ngx_omniroute_redis_set_state(link, NGX_OMNIROUTE_REDIS_SYNCING);
-            link->heartbeat_at = ngx_current_msec;
-            ngx_omniroute_redis_start_sync(link);
-        }
-    }
+    ngx_omniroute_redis_conn_ready(rc);
 }

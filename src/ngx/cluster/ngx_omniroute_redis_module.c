@@ -7,7 +7,10 @@
  * lockouts and runtime settings (SPEC R-CLUSTER-2/3, R-CB-7, R-ML-6).
  *
  *   omniroute_redis 127.0.0.1:6379 | unix:/path/redis.sock
- *                   [password=... | password_file=path] [db=N]
+ *                   | sentinel=IP:PORT,... master=NAME
+ *                   [user=NAME] [password=... | password_file=path] [db=N]
+ *                   [tls=on tls_ca=file [tls_cert=file tls_key=file]
+ *                    [tls_name=SNI]]
  *                   [prefix=omniroute:] [node=name] [timeout=2s]
  *                   [interval=10ms] [keepalive=1s] [retention=1h]
  *                   [resync=5m] [backoff=100ms] [backoff_max=10s]
@@ -33,6 +36,10 @@
 
 #include "ngx_omniroute_redis_int.h"
 
+#if (NGX_OMNIROUTE_HIREDIS_SSL)
+#include <hiredis/hiredis_ssl.h>
+#endif
+
 
 #define NGX_OMNIROUTE_REDIS_PASSWORD_MAX  1024
 
@@ -44,6 +51,12 @@ static char *ngx_omniroute_redis(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static ngx_int_t ngx_omniroute_redis_parse_addr(ngx_conf_t *cf,
     ngx_omniroute_redis_main_conf_t *rmcf, ngx_str_t *addr);
+static ngx_int_t ngx_omniroute_redis_parse_host(u_char *p, size_t len,
+    ngx_int_t port, ngx_omniroute_redis_addr_t *a);
+static char *ngx_omniroute_redis_parse_sentinels(ngx_conf_t *cf,
+    ngx_omniroute_redis_main_conf_t *rmcf, ngx_str_t *value);
+static char *ngx_omniroute_redis_init_tls(ngx_conf_t *cf,
+    ngx_omniroute_redis_main_conf_t *rmcf);
 static ngx_int_t ngx_omniroute_redis_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 static ngx_int_t ngx_omniroute_redis_init_process(ngx_cycle_t *cycle);
@@ -330,11 +343,142 @@ ngx_omniroute_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     value = cf->args->elts;
 
-    if (ngx_omniroute_redis_parse_addr(cf, rmcf, &value[1]) != NGX_OK) {
+    /* "omniroute_redis sentinel=... master=NAME": no address of its own */
+
+    if (value[1].len > 9 && ngx_strncmp(value[1].data, "sentinel=", 9) == 0) {
+        i = 1;
+
+    } else if (ngx_omniroute_redis_parse_addr(cf, rmcf, &value[1]) != NGX_OK)
+    {
         return NGX_CONF_ERROR;
+
+    } else {
+        i = 2;
     }
 
-    for (i = 2; i < cf->args->nelts; i++) {
+    for ( /* void */ ; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "sentinel=", 9) == 0) {
+
+            if (i != 1) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "\"sentinel=\" takes the place of the "
+                                   "address: \"omniroute_redis "
+                                   "sentinel=IP:PORT,... master=NAME ...\"");
+                return NGX_CONF_ERROR;
+            }
+
+            if (ngx_omniroute_redis_parse_sentinels(cf, rmcf, &value[i])
+                != NGX_CONF_OK)
+            {
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "master=", 7) == 0
+            || ngx_strncmp(value[i].data, "user=", 5) == 0)
+        {
+            n = (value[i].data[0] == 'm') ? 7 : 5;
+
+            s.data = value[i].data + n;
+            s.len = value[i].len - n;
+
+            if (s.len == 0 || s.len > 128) {
+                goto invalid;
+            }
+
+            for (p = s.data; p < s.data + s.len; p++) {
+                if (*p <= ' ' || *p >= 0x7f) {
+                    goto invalid;
+                }
+            }
+
+            if (n == 7) {
+                rmcf->master = s;
+
+            } else {
+                rmcf->user = s;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "tls=", 4) == 0) {
+
+            if (ngx_strcmp(value[i].data, "tls=on") == 0) {
+                rmcf->tls = 1;
+
+            } else if (ngx_strcmp(value[i].data, "tls=off") == 0) {
+                rmcf->tls = 0;
+
+            } else {
+                goto invalid;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "tls_ca=", 7) == 0
+            || ngx_strncmp(value[i].data, "tls_cert=", 9) == 0
+            || ngx_strncmp(value[i].data, "tls_key=", 8) == 0
+            || ngx_strncmp(value[i].data, "tls_name=", 9) == 0)
+        {
+            p = ngx_strlchr(value[i].data, value[i].data + value[i].len, '=');
+
+            s.data = p + 1;
+            s.len = value[i].data + value[i].len - s.data;
+
+            if (s.len == 0) {
+                goto invalid;
+            }
+
+            switch (value[i].data[4]) {
+            case 'c':
+                path = (value[i].data[5] == 'a') ? rmcf->tls_ca
+                                                  : rmcf->tls_cert;
+                break;
+            case 'k':
+                path = rmcf->tls_key;
+                break;
+            default: /* 'n' */
+                path = rmcf->tls_name;
+                break;
+            }
+
+            if (path.data) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "duplicate parameter \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            if (value[i].data[4] != 'n'
+                && ngx_conf_full_name(cf->cycle, &s, 1) != NGX_OK)
+            {
+                return NGX_CONF_ERROR;
+            }
+
+            switch (value[i].data[4]) {
+            case 'c':
+                if (value[i].data[5] == 'a') {
+                    rmcf->tls_ca = s;
+
+                } else {
+                    rmcf->tls_cert = s;
+                }
+
+                break;
+            case 'k':
+                rmcf->tls_key = s;
+                break;
+            default: /* 'n' */
+                rmcf->tls_name = s;
+                break;
+            }
+
+            continue;
+        }
 
         if (ngx_strncmp(value[i].data, "password=", 9) == 0) {
 
@@ -467,7 +611,39 @@ ngx_omniroute_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         *(ngx_msec_t *) ((u_char *) rmcf + times[j].offset) = (ngx_msec_t) n;
     }
 
-    rmcf->addr = value[1];
+    if ((rmcf->sentinels == NULL) != (rmcf->master.len == 0)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"omniroute_redis\": \"sentinel=\" and "
+                           "\"master=\" go together");
+        return NGX_CONF_ERROR;
+    }
+
+    if (rmcf->user.len && rmcf->password.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"omniroute_redis\": \"user=\" requires "
+                           "\"password_file=\" (or \"password=\")");
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_omniroute_redis_init_tls(cf, rmcf) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (rmcf->sentinels) {
+        /* the name logs give the link */
+
+        p = ngx_pnalloc(cf->pool, sizeof("sentinel:") - 1 + rmcf->master.len);
+        if (p == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        rmcf->addr.data = p;
+        rmcf->addr.len = ngx_sprintf(p, "sentinel:%V", &rmcf->master) - p;
+
+    } else {
+        rmcf->addr = value[1];
+    }
+
     rmcf->file = cf->conf_file->file.name;
     rmcf->line = cf->conf_file->line;
 
@@ -515,13 +691,8 @@ static ngx_int_t
 ngx_omniroute_redis_parse_addr(ngx_conf_t *cf,
     ngx_omniroute_redis_main_conf_t *rmcf, ngx_str_t *addr)
 {
-    u_char     *p, *last, *colon, *host;
-    size_t      len;
-    ngx_int_t   port;
-    in_addr_t   inaddr;
-#if (NGX_HAVE_INET6)
-    u_char      buf[16];
-#endif
+    size_t                       len;
+    ngx_omniroute_redis_addr_t  *a;
 
     if (addr->len > 5 && ngx_strncmp(addr->data, "unix:", 5) == 0) {
         len = addr->len - 5;
@@ -543,16 +714,44 @@ ngx_omniroute_redis_parse_addr(ngx_conf_t *cf,
         return NGX_OK;
     }
 
-    p = addr->data;
-    last = p + addr->len;
-    port = 6379;
+    a = ngx_pcalloc(cf->pool, sizeof(ngx_omniroute_redis_addr_t));
+    if (a == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (ngx_omniroute_redis_parse_host(addr->data, addr->len, 6379, a)
+        != NGX_OK)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid Redis address \"%V\": an IP address with "
+                           "an optional port, or \"unix:\" and a path (host "
+                           "names are not resolved)", addr);
+        return NGX_ERROR;
+    }
+
+    rmcf->host = a->host;
+    rmcf->port = a->port;
+
+    return NGX_OK;
+}
+
+
+/* IPv4 or [IPv6] literal with an optional port */
+
+static ngx_int_t
+ngx_omniroute_redis_parse_host(u_char *p, size_t len, ngx_int_t port,
+    ngx_omniroute_redis_addr_t *a)
+{
+    u_char  *last, *colon, *host;
+
+    last = p + len;
 
     if (p < last && *p == '[') {
         /* [IPv6]:port */
 
         colon = ngx_strlchr(p, last, ']');
         if (colon == NULL) {
-            goto invalid;
+            return NGX_ERROR;
         }
 
         host = p + 1;
@@ -561,7 +760,7 @@ ngx_omniroute_redis_parse_addr(ngx_conf_t *cf,
 
         if (p < last) {
             if (*p != ':') {
-                goto invalid;
+                return NGX_ERROR;
             }
 
             port = ngx_atoi(p + 1, last - p - 1);
@@ -574,46 +773,160 @@ ngx_omniroute_redis_parse_addr(ngx_conf_t *cf,
         if (colon) {
             len = colon - p;
             port = ngx_atoi(colon + 1, last - colon - 1);
-
-        } else {
-            len = addr->len;
         }
     }
 
-    if (port < 1 || port > 65535 || len == 0) {
-        goto invalid;
+    return ngx_omniroute_redis_conn_addr(host, len, port, a);
+}
+
+
+/* sentinel=IP:PORT,IP:PORT,... (port 26379 when none is given) */
+
+static char *
+ngx_omniroute_redis_parse_sentinels(ngx_conf_t *cf,
+    ngx_omniroute_redis_main_conf_t *rmcf, ngx_str_t *value)
+{
+    u_char                      *p, *last, *comma;
+    ngx_omniroute_redis_addr_t  *a;
+
+    if (rmcf->sentinels) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "duplicate parameter \"sentinel=\"");
+        return NGX_CONF_ERROR;
     }
 
-    inaddr = ngx_inet_addr(host, len);
+    rmcf->sentinels = ngx_array_create(cf->pool, 3,
+                                       sizeof(ngx_omniroute_redis_addr_t));
+    if (rmcf->sentinels == NULL) {
+        return NGX_CONF_ERROR;
+    }
 
-    if (inaddr == INADDR_NONE) {
-#if (NGX_HAVE_INET6)
-        if (ngx_inet6_addr(host, len, buf) != NGX_OK) {
-            goto invalid;
+    p = value->data + 9;
+    last = value->data + value->len;
+
+    while (p < last) {
+        comma = ngx_strlchr(p, last, ',');
+        if (comma == NULL) {
+            comma = last;
         }
-#else
-        goto invalid;
+
+        a = ngx_array_push(rmcf->sentinels);
+        if (a == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        if (rmcf->sentinels->nelts > 16
+            || ngx_omniroute_redis_parse_host(p, comma - p, 26379, a)
+               != NGX_OK)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\": at most 16 "
+                               "sentinels, each an IP address with an "
+                               "optional port (host names are not resolved)",
+                               value);
+            return NGX_CONF_ERROR;
+        }
+
+        p = comma + 1;
+    }
+
+    if (rmcf->sentinels->nelts == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", value);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * tls=on: the command and subscriber connections (not the sentinels') in
+ * TLS, with hiredis_ssl (detected by the "config" script).  The context is
+ * made here, so that a bad file fails "nginx -t".
+ */
+
+static char *
+ngx_omniroute_redis_init_tls(ngx_conf_t *cf,
+    ngx_omniroute_redis_main_conf_t *rmcf)
+{
+#if (NGX_OMNIROUTE_HIREDIS_SSL)
+    redisSSLContext       *ssl;
+    redisSSLContextError   err;
 #endif
+
+    if (!rmcf->tls) {
+        if (rmcf->tls_ca.len || rmcf->tls_cert.len || rmcf->tls_key.len
+            || rmcf->tls_name.len)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"omniroute_redis\": \"tls_ca=\", "
+                               "\"tls_cert=\", \"tls_key=\" and "
+                               "\"tls_name=\" require \"tls=on\"");
+            return NGX_CONF_ERROR;
+        }
+
+        return NGX_CONF_OK;
     }
 
-    rmcf->host = ngx_pnalloc(cf->pool, len + 1);
-    if (rmcf->host == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_memcpy(rmcf->host, host, len);
-    rmcf->host[len] = '\0';
-    rmcf->port = port;
-
-    return NGX_OK;
-
-invalid:
+#if !(NGX_OMNIROUTE_HIREDIS_SSL)
 
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid Redis address \"%V\": an IP address with an "
-                       "optional port, or \"unix:\" and a path (host names "
-                       "are not resolved)", addr);
-    return NGX_ERROR;
+                       "\"omniroute_redis\": \"tls=on\" is not available: "
+                       "this module was built against a hiredis without "
+                       "hiredis_ssl (libhiredis 1.0 or later with its SSL "
+                       "library is needed; Debian 12's 0.14 has none)");
+    return NGX_CONF_ERROR;
+
+#else
+
+    if (rmcf->unix_path) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"omniroute_redis\": \"tls=on\" needs an IP "
+                           "address, not a unix socket");
+        return NGX_CONF_ERROR;
+    }
+
+    if (rmcf->tls_ca.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"omniroute_redis\": \"tls=on\" requires "
+                           "\"tls_ca=\" (the CA file the server's "
+                           "certificate is verified with)");
+        return NGX_CONF_ERROR;
+    }
+
+    if ((rmcf->tls_cert.len == 0) != (rmcf->tls_key.len == 0)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"omniroute_redis\": \"tls_cert=\" and "
+                           "\"tls_key=\" go together");
+        return NGX_CONF_ERROR;
+    }
+
+    (void) redisInitOpenSSL();
+
+    err = REDIS_SSL_CTX_NONE;
+
+    ssl = redisCreateSSLContext((const char *) rmcf->tls_ca.data, NULL,
+                                rmcf->tls_cert.len
+                                ? (const char *) rmcf->tls_cert.data : NULL,
+                                rmcf->tls_key.len
+                                ? (const char *) rmcf->tls_key.data : NULL,
+                                rmcf->tls_name.len
+                                ? (const char *) rmcf->tls_name.data : NULL,
+                                &err);
+    if (ssl == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"omniroute_redis\": TLS: %s (tls_ca \"%V\"%s)",
+                           redisSSLContextGetError(err), &rmcf->tls_ca,
+                           rmcf->tls_cert.len ? ", tls_cert, tls_key" : "");
+        return NGX_CONF_ERROR;
+    }
+
+    rmcf->ssl = ssl;
+
+    return NGX_CONF_OK;
+
+#endif
 }
 
 

@@ -71,6 +71,9 @@ typedef struct {
                                                    by validation */
     ngx_atomic_t                  refills;      /* Redis found without the
                                                    mirror's keys, refilled */
+    ngx_atomic_t                  lease_log_at; /* ms since the epoch: a
+                                                   rejected lease line last
+                                                   logged, by any worker */
 } ngx_omniroute_redis_stats_t;
 
 
