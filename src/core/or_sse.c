@@ -37,6 +37,9 @@ or_sse_init(or_sse_t *s)
     s->format = OR_SSE_FMT_UNKNOWN;
     s->finished = 0;
     s->events = 0;
+    s->quick = 0;
+    s->full = 0;
+    s->shape.prefix = 0;
 }
 
 
@@ -365,9 +368,22 @@ or_sse_dispatch(or_sse_t *s, or_sse_event_t *ev)
         /* comments only, an empty event, or an event without data */
         ev->kind = OR_SSE_EV_HEARTBEAT;
 
+    } else if (!s->full
+               && or_sse_shape_match(&s->shape, s->name, s->name_len,
+                                     s->data, s->data_len, s->data_total,
+                                     ev))
+    {
+        /* a text delta of the stream's skeleton: not read again */
+        s->quick++;
+
     } else {
         or_sse_classify(s->name, s->name_len, s->data, s->data_len,
                         s->data_total, ev);
+
+        if (!s->full) {
+            or_sse_shape_learn(&s->shape, s->name, s->name_len, s->data,
+                               s->data_len, ev);
+        }
     }
 
     if (s->format == OR_SSE_FMT_UNKNOWN) {

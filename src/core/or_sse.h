@@ -41,6 +41,9 @@ typedef struct {
     or_sse_format_e  format;        /* the first format recognized */
     unsigned         finished:1;    /* Chat: a finish_reason was seen */
     uint64_t         events;        /* events dispatched */
+    uint64_t         quick;         /* of which matched the text shape */
+    unsigned         full:1;        /* every event read in full (tests) */
+    or_sse_shape_t   shape;         /* of the text deltas, or_sse_format.h */
 } or_sse_t;
 
 
