@@ -19,6 +19,8 @@
 #define OR_SSE_LINE_IGNORE    4     /* id:, retry:, unknown fields */
 
 
+static size_t or_sse_whole(or_sse_t *s, const char *buf, const char *last,
+    or_sse_event_t *ev);
 static void or_sse_byte(or_sse_t *s, unsigned char c);
 static size_t or_sse_run(or_sse_t *s, const char *p, const char *last);
 static int or_sse_eol(or_sse_t *s);
@@ -46,6 +48,7 @@ or_sse_init(or_sse_t *s)
 size_t
 or_sse_feed(or_sse_t *s, const char *buf, size_t len, or_sse_event_t *ev)
 {
+    size_t         n;
     unsigned char  c;
     const char    *p, *last;
 
@@ -53,6 +56,16 @@ or_sse_feed(or_sse_t *s, const char *buf, size_t len, or_sse_event_t *ev)
     last = buf + len;
 
     ev->kind = OR_SSE_EV_NONE;
+
+    if (s->bytes == 0 && s->line == OR_SSE_LINE_FIELD && !s->cr) {
+        /* at an event's start: the common event whole, at once */
+
+        n = or_sse_whole(s, buf, last, ev);
+
+        if (n) {
+            return n;
+        }
+    }
 
     while (p < last) {
 
@@ -189,6 +202,98 @@ size_t
 or_sse_pending(const or_sse_t *s)
 {
     return s->bytes;
+}
+
+
+/*
+ * The common event, whole in buf from its start: a "data:" line, at most
+ * one "event:" line besides, LF line ends, the blank line.  Read at once
+ * as the byte scanner would read it; returns the bytes of the event
+ * dispatched, 0 when buf does not start with one such event (nothing is
+ * consumed, the byte scanner reads it).
+ */
+
+static size_t
+or_sse_whole(or_sse_t *s, const char *buf, const char *last,
+    or_sse_event_t *ev)
+{
+    size_t       n, name_len, data_len;
+    const char  *p, *v, *lf, *name, *data;
+
+    p = buf;
+    name = NULL;
+    data = NULL;
+    name_len = 0;
+    data_len = 0;
+
+    for ( ;; ) {
+
+        if (p >= last) {
+            return 0;
+        }
+
+        if (*p == '\n') {
+            if (data == NULL) {
+                return 0;
+            }
+
+            p++;
+            break;
+        }
+
+        if (data == NULL && last - p > 5 && memcmp(p, "data:", 5) == 0) {
+            v = p + 5;
+
+        } else if (name == NULL && last - p > 6
+                   && memcmp(p, "event:", 6) == 0)
+        {
+            v = p + 6;
+
+        } else {
+            return 0;
+        }
+
+        lf = memchr(v, '\n', last - v);
+
+        if (lf == NULL || memchr(v, '\r', lf - v) != NULL) {
+            return 0;
+        }
+
+        if (v < lf && *v == ' ') {
+            v++;
+        }
+
+        if (*p == 'd') {
+            data = v;
+            data_len = lf - v;
+
+        } else {
+            name = v;
+            name_len = lf - v;
+        }
+
+        p = lf + 1;
+    }
+
+    n = (name_len < OR_SSE_NAME_MAX) ? name_len : OR_SSE_NAME_MAX;
+
+    if (n) {
+        memcpy(s->name, name, n);
+    }
+
+    s->name_len = n;
+
+    n = (data_len < OR_SSE_DATA_MAX) ? data_len : OR_SSE_DATA_MAX;
+    memcpy(s->data, data, n);
+    s->data_len = n;
+    s->data_total = data_len;
+    s->data_lines = 1;
+    s->lines = 1;
+    s->bytes = p - buf;
+
+    or_sse_dispatch(s, ev);
+
+    return p - buf;
 }
 
 

@@ -1251,19 +1251,34 @@ or_sse_shape_match(const or_sse_shape_t *sh, const char *name,
 
     e = data + data_len;
     v = data + sh->prefix - 1;
-    end = or_json_string_end(v, e);
+    end = or_run_plain(v + 1, e);
 
-    if (end == NULL || (size_t) (e - end) != sh->suffix
-        || memcmp(end, sh->bytes + sh->prefix, sh->suffix) != 0
-        || !or_sse_shape_escapes(v, end))
-    {
-        return 0;
-    }
+    if (end < e && *end == '"') {
+        /* no escapes: the text's bytes are its decoded bytes */
+        n = end - (v + 1);
+        end++;
 
-    n = or_sj_strlen(v, e, &complete);
+        if ((size_t) (e - end) != sh->suffix || n <= 0
+            || memcmp(end, sh->bytes + sh->prefix, sh->suffix) != 0)
+        {
+            return 0;
+        }
 
-    if (!complete || n <= 0) {
-        return 0;
+    } else {
+        end = or_json_string_end(v, e);
+
+        if (end == NULL || (size_t) (e - end) != sh->suffix
+            || memcmp(end, sh->bytes + sh->prefix, sh->suffix) != 0
+            || !or_sse_shape_escapes(v, end))
+        {
+            return 0;
+        }
+
+        n = or_sj_strlen(v, e, &complete);
+
+        if (!complete || n <= 0) {
+            return 0;
+        }
     }
 
     ev->kind = OR_SSE_EV_TEXT;

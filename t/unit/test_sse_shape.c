@@ -26,6 +26,7 @@ typedef struct {
     size_t           n;
     uint64_t         quick;
     or_sse_event_t   ev[MAX_EVENTS];
+    char             names[MAX_EVENTS][OR_SSE_NAME_MAX];
 } run_t;
 
 
@@ -90,6 +91,10 @@ record(run_t *r, const or_sse_event_t *ev)
 {
     if (r->n < MAX_EVENTS) {
         r->ev[r->n] = *ev;
+        memcpy(r->names[r->n], ev->name, ev->name_len);
+        r->ev[r->n].name = r->names[r->n];
+        r->ev[r->n].data = NULL;
+        r->ev[r->n].text_at = NULL;
     }
 
     r->n++;
@@ -144,6 +149,7 @@ same_event(const or_sse_event_t *a, const or_sse_event_t *b)
            && a->usage_only == b->usage_only && a->usage == b->usage
            && a->text_bytes == b->text_bytes && a->status == b->status
            && a->name_len == b->name_len && a->data_len == b->data_len
+           && memcmp(a->name, b->name, a->name_len) == 0
            && a->data_total == b->data_total && a->bytes == b->bytes;
 }
 
@@ -208,6 +214,13 @@ check(const char *label, const char *buf, size_t len)
     static size_t   pieces[] = { 0, 7, 1 };
 
     quick = 0;
+
+    /* the whole-event path of the scanner reads as the byte scanner */
+    scan(buf, len, 0, 1, &fast_run);
+    scan(buf, len, 1, 1, &full_run);
+    at = compare(&fast_run, &full_run);
+    or_ok(at < 0, "R-STREAM-1 %s: whole = byte by byte (first difference "
+          "%ld)", label, at);
 
     for (i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
         scan(buf, len, pieces[i], 0, &fast_run);
