@@ -1183,7 +1183,7 @@ or_sse_shape_escapes(const char *p, const char *end)
 }
 
 
-void
+int
 or_sse_shape_learn(or_sse_shape_t *sh, const char *name, size_t name_len,
     const char *data, size_t data_len, const or_sse_event_t *ev)
 {
@@ -1198,27 +1198,27 @@ or_sse_shape_learn(or_sse_shape_t *sh, const char *name, size_t name_len,
         || ev->status != 0 || name_len > OR_SSE_NAME_MAX
         || ev->text_at < data || ev->text_at >= data + data_len)
     {
-        return;
+        return 0;
     }
 
     e = data + data_len;
     end = or_json_string_end(ev->text_at, e);
 
     if (end == NULL || !or_sse_shape_escapes(ev->text_at, end)) {
-        return;
+        return 0;
     }
 
     n = or_sj_strlen(ev->text_at, e, &complete);
 
     if (!complete || n <= 0 || (size_t) n != ev->text_bytes) {
-        return;
+        return 0;
     }
 
     prefix = (size_t) (ev->text_at + 1 - data);
     suffix = (size_t) (e - end);
 
     if (prefix + suffix > OR_SSE_SHAPE_MAX) {
-        return;
+        return 0;
     }
 
     memcpy(sh->bytes, data, prefix);
@@ -1228,6 +1228,8 @@ or_sse_shape_learn(or_sse_shape_t *sh, const char *name, size_t name_len,
     sh->prefix = prefix;
     sh->suffix = suffix;
     sh->format = ev->format;
+
+    return 1;
 }
 
 

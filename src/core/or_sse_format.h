@@ -164,8 +164,9 @@ typedef struct {
 } or_sse_shape_t;
 
 
-/* the shape of ev (classified in full from name and data), if it has one */
-void or_sse_shape_learn(or_sse_shape_t *sh, const char *name,
+/* the shape of ev (classified in full from name and data), if it has one:
+ * 1 learned */
+int or_sse_shape_learn(or_sse_shape_t *sh, const char *name,
     size_t name_len, const char *data, size_t data_len,
     const or_sse_event_t *ev);
 
