@@ -13,6 +13,8 @@
 #                scanners alone (bench/core.sh); BENCH= picks
 #                scripts, knobs in bench/run.sh, e.g.
 #                make bench BENCH=run CASES="tiny pool" DURATION=10
+#   make bench-gate  instructions per request against bench/budgets
+#                (bench/gate.sh): fails over a budget by more than 10 %
 #   make fuzz    libFuzzer targets under fuzz/ (ASan, UBSan), FUZZ_SECONDS
 #                each; make fuzz-plain: the same without sanitizers
 #   make deb     build/deb/libnginx-mod-http-omniroute_*.deb (pkg/debian,
@@ -61,7 +63,7 @@ PROVE_ARGS  ?=
 NPM_DIR    := $(BUILD)/npm
 
 .PHONY: all build test-build deps test-deps sdk-deps unit unit-bins test itest demo \
-        bench fuzz fuzz-plain clean deb deb-test compat
+        bench bench-gate fuzz fuzz-plain clean deb deb-test compat
 
 all: build
 
@@ -186,6 +188,9 @@ demo: deps build
 
 bench: test-deps build test-build
 	@set -e; for b in $(BENCH); do echo "== bench/$$b.sh"; bash bench/$$b.sh; done
+
+bench-gate: build
+	bash bench/gate.sh
 
 # ASan + UBSan (any undefined behaviour aborts); fuzz-plain: libFuzzer
 # alone, several times faster, for the properties the targets assert

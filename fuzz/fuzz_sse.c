@@ -9,7 +9,9 @@
  * HTTP error statuses; the error messages and in-band error events stay
  * within their buffers and scan back as errors; the stream watch and
  * or_classify_unescape() keep their bounds; or_sse_data_span() on an
- * event's raw bytes finds the data the scanner kept.
+ * event's raw bytes finds the data the scanner kept; an event the text
+ * shape classified (or_sse_shape_match(), issue 27) is classified alike
+ * by the full reading.
  */
 
 
@@ -30,6 +32,7 @@ static size_t fuzz_scan(const char *s, size_t len, unsigned seed,
     char *kinds, size_t *bytes);
 static void fuzz_event(const or_sse_event_t *ev);
 static void fuzz_span(const char *raw, size_t len, const or_sse_event_t *ev);
+static void fuzz_shape(const or_sse_event_t *ev);
 
 
 static or_sse_t  fuzz_scanner;
@@ -104,11 +107,35 @@ fuzz_event(const or_sse_event_t *ev)
 }
 
 
+/* an event of the text shape: the full reading reads it alike */
+
+static void
+fuzz_shape(const or_sse_event_t *ev)
+{
+    or_sse_event_t  full;
+
+    memset(&full, 0, sizeof(full));
+    or_sse_classify(ev->name, ev->name_len, ev->data, ev->data_len,
+                    ev->data_total, &full);
+
+    if (full.kind != ev->kind || full.format != ev->format
+        || full.content != ev->content || full.progress != ev->progress
+        || full.finish != ev->finish || full.refusal != ev->refusal
+        || full.truncated != ev->truncated || full.malformed != ev->malformed
+        || full.usage_only != ev->usage_only || full.usage != ev->usage
+        || full.text_bytes != ev->text_bytes || full.status != ev->status)
+    {
+        abort();
+    }
+}
+
+
 static size_t
 fuzz_scan(const char *s, size_t len, unsigned seed, char *kinds,
     size_t *bytes)
 {
     size_t           off, piece, n, k;
+    uint64_t         quick;
     or_msec_t        now, next;
     or_watch_t       w;
     or_sse_event_t   ev;
@@ -137,7 +164,12 @@ fuzz_scan(const char *s, size_t len, unsigned seed, char *kinds,
         }
 
         while (piece > 0) {
+            quick = fuzz_scanner.quick;
             n = or_sse_feed(&fuzz_scanner, s + off, piece, &ev);
+
+            if (fuzz_scanner.quick != quick) {
+                fuzz_shape(&ev);
+            }
 
             if (n == 0 || n > piece) {
                 abort();

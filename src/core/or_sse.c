@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "or_sse.h"
+#include "or_run.h"
 
 
 #define OR_SSE_LINE_FIELD     0     /* the field name, before ':' */
@@ -19,6 +20,10 @@
 #define OR_SSE_LINE_IGNORE    4     /* id:, retry:, unknown fields */
 
 
+static size_t or_sse_wire(or_sse_t *s, const char *buf, const char *last,
+    or_sse_event_t *ev);
+static size_t or_sse_whole(or_sse_t *s, const char *buf, const char *last,
+    or_sse_event_t *ev);
 static void or_sse_byte(or_sse_t *s, unsigned char c);
 static size_t or_sse_run(or_sse_t *s, const char *p, const char *last);
 static int or_sse_eol(or_sse_t *s);
@@ -37,12 +42,18 @@ or_sse_init(or_sse_t *s)
     s->format = OR_SSE_FMT_UNKNOWN;
     s->finished = 0;
     s->events = 0;
+    s->quick = 0;
+    s->full = 0;
+    s->shaped = 0;
+    s->shape.prefix = 0;
+    s->wire_prefix = 0;
 }
 
 
 size_t
 or_sse_feed(or_sse_t *s, const char *buf, size_t len, or_sse_event_t *ev)
 {
+    size_t         n;
     unsigned char  c;
     const char    *p, *last;
 
@@ -50,6 +61,22 @@ or_sse_feed(or_sse_t *s, const char *buf, size_t len, or_sse_event_t *ev)
     last = buf + len;
 
     ev->kind = OR_SSE_EV_NONE;
+
+    if (s->bytes == 0 && s->line == OR_SSE_LINE_FIELD && !s->cr) {
+        /* at an event's start: the common event whole, at once */
+
+        n = or_sse_wire(s, buf, last, ev);
+
+        if (n) {
+            return n;
+        }
+
+        n = or_sse_whole(s, buf, last, ev);
+
+        if (n) {
+            return n;
+        }
+    }
 
     while (p < last) {
 
@@ -186,6 +213,192 @@ size_t
 or_sse_pending(const or_sse_t *s)
 {
     return s->bytes;
+}
+
+
+/*
+ * The common event, whole in buf from its start: a "data:" line, at most
+ * one "event:" line besides, LF line ends, the blank line.  Read at once
+ * as the byte scanner would read it; returns the bytes of the event
+ * dispatched, 0 when buf does not start with one such event (nothing is
+ * consumed, the byte scanner reads it).
+ */
+
+static size_t
+or_sse_whole(or_sse_t *s, const char *buf, const char *last,
+    or_sse_event_t *ev)
+{
+    size_t       n, name_len, data_len;
+    const char  *p, *v, *lf, *name, *data;
+
+    p = buf;
+    name = NULL;
+    data = NULL;
+    name_len = 0;
+    data_len = 0;
+
+    for ( ;; ) {
+
+        if (p >= last) {
+            return 0;
+        }
+
+        if (*p == '\n') {
+            if (data == NULL) {
+                return 0;
+            }
+
+            p++;
+            break;
+        }
+
+        if (data == NULL && last - p > 5 && memcmp(p, "data:", 5) == 0) {
+            v = p + 5;
+
+        } else if (name == NULL && last - p > 6
+                   && memcmp(p, "event:", 6) == 0)
+        {
+            v = p + 6;
+
+        } else {
+            return 0;
+        }
+
+        lf = memchr(v, '\n', last - v);
+
+        if (lf == NULL || memchr(v, '\r', lf - v) != NULL) {
+            return 0;
+        }
+
+        if (v < lf && *v == ' ') {
+            v++;
+        }
+
+        if (*p == 'd') {
+            data = v;
+            data_len = lf - v;
+
+        } else {
+            name = v;
+            name_len = lf - v;
+        }
+
+        p = lf + 1;
+    }
+
+    n = (name_len < OR_SSE_NAME_MAX) ? name_len : OR_SSE_NAME_MAX;
+
+    if (n) {
+        memcpy(s->name, name, n);
+    }
+
+    s->name_len = n;
+
+    n = (data_len < OR_SSE_DATA_MAX) ? data_len : OR_SSE_DATA_MAX;
+    memcpy(s->data, data, n);
+    s->data_len = n;
+    s->data_total = data_len;
+    s->data_lines = 1;
+    s->lines = 1;
+    s->bytes = p - buf;
+
+    or_sse_dispatch(s, ev);
+
+    if (s->shaped && name_len < OR_SSE_NAME_MAX
+        && data + s->shape.prefix + s->shape.suffix <= p - 1
+        && (size_t) (p - (data + data_len)) + s->shape.suffix + 1
+           + (size_t) (data + s->shape.prefix - buf) <= sizeof(s->wire))
+    {
+        /* its wire bytes: the next such event is matched on them */
+
+        s->wire_prefix = (data + s->shape.prefix) - buf;
+        s->wire_data = data - buf;
+        s->wire_suffix = p - (data + data_len - s->shape.suffix);
+        s->wire_tail = p - (data + data_len);
+        s->wire_format = s->shape.format;
+        s->wire_name_len = name_len;
+
+        if (name_len) {
+            memcpy(s->wire_name, name, name_len);
+        }
+
+        memcpy(s->wire, buf, s->wire_prefix);
+        memcpy(s->wire + s->wire_prefix, data + data_len - s->shape.suffix,
+               s->wire_suffix);
+    }
+
+    return p - buf;
+}
+
+
+/*
+ * An event of the stream's text shape whole in buf, byte for byte the
+ * wire bytes of the last one but for a text without escapes, quotes and
+ * line ends: what the whole event and the shape would make of it, with
+ * its data read in place.  Returns its bytes, 0 if it is not one.
+ */
+
+static size_t
+or_sse_wire(or_sse_t *s, const char *buf, const char *last,
+    or_sse_event_t *ev)
+{
+    size_t       n, bytes;
+    const char  *t, *q, *c;
+
+    if (s->wire_prefix == 0 || s->full
+        || (size_t) (last - buf) <= s->wire_prefix + s->wire_suffix
+        || memcmp(buf, s->wire, s->wire_prefix) != 0)
+    {
+        return 0;
+    }
+
+    t = buf + s->wire_prefix;
+    q = or_run_plain(t, last);
+
+    if (q == t || q >= last || *q != '"') {
+        return 0;
+    }
+
+    for (c = t; c < q; c++) {
+        if (*c == '\n' || *c == '\r') {
+            return 0;
+        }
+    }
+
+    n = q - t;
+    q++;
+
+    if ((size_t) (last - q) < s->wire_suffix
+        || memcmp(q, s->wire + s->wire_prefix, s->wire_suffix) != 0)
+    {
+        return 0;
+    }
+
+    bytes = (q + s->wire_suffix) - buf;
+
+    memset(ev, 0, sizeof(or_sse_event_t));
+
+    ev->kind = OR_SSE_EV_TEXT;
+    ev->format = s->wire_format;
+    ev->content = 1;
+    ev->progress = 1;
+    ev->text_bytes = n;
+    ev->text_at = t - 1;
+    ev->name = s->wire_name;
+    ev->name_len = s->wire_name_len;
+    ev->data = buf + s->wire_data;
+    ev->data_len = bytes - s->wire_data - s->wire_tail;
+    ev->data_total = ev->data_len;
+    ev->bytes = bytes;
+
+    if (s->format == OR_SSE_FMT_UNKNOWN) {
+        s->format = ev->format;
+    }
+
+    s->events++;
+    s->quick++;
+
+    return bytes;
 }
 
 
@@ -364,10 +577,24 @@ or_sse_dispatch(or_sse_t *s, or_sse_event_t *ev)
     if (s->data_lines == 0) {
         /* comments only, an empty event, or an event without data */
         ev->kind = OR_SSE_EV_HEARTBEAT;
+        s->shaped = 0;
+
+    } else if (!s->full
+               && or_sse_shape_match(&s->shape, s->name, s->name_len,
+                                     s->data, s->data_len, s->data_total,
+                                     ev))
+    {
+        /* a text delta of the stream's skeleton: not read again */
+        s->quick++;
+        s->shaped = 1;
 
     } else {
         or_sse_classify(s->name, s->name_len, s->data, s->data_len,
                         s->data_total, ev);
+
+        s->shaped = !s->full
+                    && or_sse_shape_learn(&s->shape, s->name, s->name_len,
+                                          s->data, s->data_len, ev);
     }
 
     if (s->format == OR_SSE_FMT_UNKNOWN) {

@@ -41,6 +41,21 @@ typedef struct {
     or_sse_format_e  format;        /* the first format recognized */
     unsigned         finished:1;    /* Chat: a finish_reason was seen */
     uint64_t         events;        /* events dispatched */
+    uint64_t         quick;         /* of which matched the text shape */
+    unsigned         full:1;        /* every event read in full (tests) */
+    unsigned         shaped:1;      /* the last event is of the shape */
+    or_sse_shape_t   shape;         /* of the text deltas, or_sse_format.h */
+
+    /* the shape's event as it is on the wire: the bytes before its text
+     * (its lines' fields included) and after it (the blank line too) */
+    size_t           wire_prefix;   /* 0: none */
+    size_t           wire_suffix;
+    size_t           wire_data;     /* where its data starts */
+    size_t           wire_tail;     /* bytes after its data */
+    size_t           wire_name_len;
+    or_sse_format_e  wire_format;
+    char             wire_name[OR_SSE_NAME_MAX];
+    char             wire[OR_SSE_SHAPE_MAX + OR_SSE_NAME_MAX + 16];
 } or_sse_t;
 
 
@@ -48,7 +63,8 @@ void or_sse_init(or_sse_t *s);
 
 /*
  * Consumes buf[0, len) up to and including the end of the next complete
- * event and returns the number of bytes consumed; ev->kind is
+ * event and returns the number of bytes consumed (ev->data may point
+ * into buf: an event of the stream's text shape whole in it); ev->kind is
  * OR_SSE_EV_NONE when the bytes ended before an event did (all of them
  * are then consumed and kept as the event in progress).  Lines end with
  * CRLF, LF or CR (a CRLF split across buffers is one line end); a blank

@@ -600,6 +600,7 @@ or_sse_what(const char *name, size_t name_len, const char *data,
     ev->malformed = 0;
     ev->usage_only = 0;
     ev->text_bytes = 0;
+    ev->text_at = NULL;
     ev->status = 0;
     ev->data_total = data_total;
     ev->data_len = data_len;
@@ -804,8 +805,9 @@ or_sse_anthropic(const char *type, size_t tlen, const char *p, const char *e,
     v = or_sj_get(b, e, "type");
 
     if (or_sj_str_is(v, e, "text_delta")) {
-        ev->text_bytes = or_sse_text_bytes(or_sj_get(b, e, "text"), e, ev,
-                                           &nonempty);
+        v = or_sj_get(b, e, "text");
+        ev->text_bytes = or_sse_text_bytes(v, e, ev, &nonempty);
+        ev->text_at = nonempty ? v : NULL;
         or_sse_kind(ev, nonempty ? OR_SSE_EV_TEXT : OR_SSE_EV_META,
                     nonempty, nonempty);
         return 1;
@@ -991,9 +993,9 @@ or_sse_refusal_reason(const char *v, const char *e)
 static int
 or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
 {
-    int              text, tool, reasoning, nonempty, chunk;
+    int              text, tool, reasoning, nonempty, chunk, texts;
     size_t           n;
-    const char      *choices, *c, *d, *v, *end, *next;
+    const char      *choices, *c, *d, *v, *end, *next, *at;
     or_sj_member_t   choice[] = {
         or_sj_member("finish_reason"),
         or_sj_member("delta")
@@ -1036,6 +1038,8 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
     text = 0;
     tool = 0;
     reasoning = 0;
+    texts = 0;
+    at = NULL;
 
     for (c = or_sj_first(choices, e); c != NULL; c = next) {
 
@@ -1064,6 +1068,8 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
         if (nonempty) {
             text = 1;
             ev->text_bytes += n;
+            at = delta[OR_SSE_DELTA_CONTENT].val;
+            texts++;
         }
 
         n = or_sse_text_bytes(delta[OR_SSE_DELTA_REFUSAL].val, e, ev,
@@ -1071,6 +1077,8 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
         if (nonempty) {
             text = 1;
             ev->text_bytes += n;
+            at = delta[OR_SSE_DELTA_REFUSAL].val;
+            texts++;
         }
 
         (void) or_sse_text_bytes(delta[OR_SSE_DELTA_RCONTENT].val, e, ev,
@@ -1111,6 +1119,7 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
     ev->usage |= ev->finish;
 
     if (text) {
+        ev->text_at = (texts == 1) ? at : NULL;
         or_sse_kind(ev, OR_SSE_EV_TEXT, 1, 1);
 
     } else if (tool) {
@@ -1126,6 +1135,169 @@ or_sse_chat(or_sj_member_t *top, const char *e, or_sse_event_t *ev)
     } else {
         or_sse_kind(ev, OR_SSE_EV_META, 0, 0);
     }
+
+    return 1;
+}
+
+
+/*
+ * The string at p (its '"'), up to end (past its closing '"'), is read
+ * alike by or_json_string_end() and or_sj_strlen(): each "\\u" escape has
+ * its four hex digits.
+ */
+
+static int
+or_sse_shape_escapes(const char *p, const char *end)
+{
+    int          i;
+    const char  *q;
+
+    p++;
+    end--;
+
+    while (p < end) {
+        q = memchr(p, '\\', end - p);
+
+        if (q == NULL) {
+            return 1;
+        }
+
+        if (q + 1 < end && q[1] == 'u') {
+            if (end - q < 6) {
+                return 0;
+            }
+
+            for (i = 2; i < 6; i++) {
+                if (!((q[i] >= '0' && q[i] <= '9')
+                      || ((q[i] | 0x20) >= 'a' && (q[i] | 0x20) <= 'f')))
+                {
+                    return 0;
+                }
+            }
+        }
+
+        p = q + 2;
+    }
+
+    return 1;
+}
+
+
+int
+or_sse_shape_learn(or_sse_shape_t *sh, const char *name, size_t name_len,
+    const char *data, size_t data_len, const or_sse_event_t *ev)
+{
+    int          complete;
+    long         n;
+    size_t       prefix, suffix;
+    const char  *e, *end;
+
+    if (ev->kind != OR_SSE_EV_TEXT || ev->text_at == NULL
+        || !ev->content || !ev->progress || ev->finish || ev->refusal
+        || ev->truncated || ev->malformed || ev->usage || ev->usage_only
+        || ev->status != 0 || name_len > OR_SSE_NAME_MAX
+        || ev->text_at < data || ev->text_at >= data + data_len)
+    {
+        return 0;
+    }
+
+    e = data + data_len;
+    end = or_json_string_end(ev->text_at, e);
+
+    if (end == NULL || !or_sse_shape_escapes(ev->text_at, end)) {
+        return 0;
+    }
+
+    n = or_sj_strlen(ev->text_at, e, &complete);
+
+    if (!complete || n <= 0 || (size_t) n != ev->text_bytes) {
+        return 0;
+    }
+
+    prefix = (size_t) (ev->text_at + 1 - data);
+    suffix = (size_t) (e - end);
+
+    if (prefix + suffix > OR_SSE_SHAPE_MAX) {
+        return 0;
+    }
+
+    memcpy(sh->bytes, data, prefix);
+    memcpy(sh->bytes + prefix, end, suffix);
+    memcpy(sh->name, name, name_len);
+    sh->name_len = name_len;
+    sh->prefix = prefix;
+    sh->suffix = suffix;
+    sh->format = ev->format;
+
+    return 1;
+}
+
+
+int
+or_sse_shape_match(const or_sse_shape_t *sh, const char *name,
+    size_t name_len, const char *data, size_t data_len, size_t data_total,
+    or_sse_event_t *ev)
+{
+    int          complete;
+    long         n;
+    const char  *e, *v, *end;
+
+    if (sh->prefix == 0 || data_total != data_len
+        || data_len <= sh->prefix + sh->suffix
+        || name_len != sh->name_len
+        || memcmp(data, sh->bytes, sh->prefix) != 0
+        || memcmp(name, sh->name, name_len) != 0)
+    {
+        return 0;
+    }
+
+    e = data + data_len;
+    v = data + sh->prefix - 1;
+    end = or_run_plain(v + 1, e);
+
+    if (end < e && *end == '"') {
+        /* no escapes: the text's bytes are its decoded bytes */
+        n = end - (v + 1);
+        end++;
+
+        if ((size_t) (e - end) != sh->suffix || n <= 0
+            || memcmp(end, sh->bytes + sh->prefix, sh->suffix) != 0)
+        {
+            return 0;
+        }
+
+    } else {
+        end = or_json_string_end(v, e);
+
+        if (end == NULL || (size_t) (e - end) != sh->suffix
+            || memcmp(end, sh->bytes + sh->prefix, sh->suffix) != 0
+            || !or_sse_shape_escapes(v, end))
+        {
+            return 0;
+        }
+
+        n = or_sj_strlen(v, e, &complete);
+
+        if (!complete || n <= 0) {
+            return 0;
+        }
+    }
+
+    ev->kind = OR_SSE_EV_TEXT;
+    ev->format = sh->format;
+    ev->content = 1;
+    ev->progress = 1;
+    ev->finish = 0;
+    ev->refusal = 0;
+    ev->truncated = 0;
+    ev->malformed = 0;
+    ev->usage_only = 0;
+    ev->usage = 0;
+    ev->text_bytes = (size_t) n;
+    ev->text_at = v;
+    ev->status = 0;
+    ev->data_total = data_total;
+    ev->data_len = data_len;
 
     return 1;
 }

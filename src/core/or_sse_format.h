@@ -130,7 +130,53 @@ typedef struct {
     size_t           data_total;    /* all data bytes of the event */
     size_t           bytes;         /* raw bytes of the event on the wire
                                        (since the previous event) */
+    const char      *text_at;       /* TEXT: the one string text_bytes
+                                       measured (its '"' in data), NULL
+                                       for none or several */
 } or_sse_event_t;
+
+
+/*
+ * The shape of a stream's text deltas (R-STREAM-1, issue 27): a provider
+ * sends its text deltas as one JSON skeleton around the text, the same
+ * bytes from one event to the next (Chat: id, created, model, the choice
+ * and its delta; Anthropic: the content_block_delta of a text_delta).
+ * Once a delta has been classified in full, its bytes before and after
+ * its text are kept; an event with the same name and the same bytes
+ * around a different text (any JSON string: its escapes are read as the
+ * full reading reads them) is classified as that delta was, without
+ * reading its JSON again: TEXT, the text's decoded length.  Anything
+ * else (another skeleton, a finish_reason, usage, an error, an event cut
+ * by the data bound) is read in full.  The outcome is the full
+ * reading's, byte for byte of the event (t/unit/test_sse.c and
+ * fuzz/fuzz_sse.c compare the two).
+ */
+
+#define OR_SSE_SHAPE_MAX       512      /* skeleton bytes kept */
+
+typedef struct {
+    size_t           prefix;        /* bytes up to the text's '"'; 0: none */
+    size_t           suffix;        /* bytes after its closing '"' */
+    size_t           name_len;
+    or_sse_format_e  format;
+    char             name[OR_SSE_NAME_MAX];
+    char             bytes[OR_SSE_SHAPE_MAX];
+} or_sse_shape_t;
+
+
+/* the shape of ev (classified in full from name and data), if it has one:
+ * 1 learned */
+int or_sse_shape_learn(or_sse_shape_t *sh, const char *name,
+    size_t name_len, const char *data, size_t data_len,
+    const or_sse_event_t *ev);
+
+/*
+ * 1 and ev filled as or_sse_classify() would fill it when the event is
+ * of the shape; 0 otherwise (ev untouched).
+ */
+int or_sse_shape_match(const or_sse_shape_t *sh, const char *name,
+    size_t name_len, const char *data, size_t data_len, size_t data_total,
+    or_sse_event_t *ev);
 
 
 /* what one event is (the scanner calls it on each event) */

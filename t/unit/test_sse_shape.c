@@ -1,0 +1,428 @@
+/*
+ * Copyright (C) ngx_omniroute authors
+ *
+ * R-STREAM-1, issue 27: the text-delta shape (or_sse_shape_match()) gives
+ * what the full reading gives.  Every fixture of t/fixtures/streams and
+ * generated streams (400 Chat deltas, Anthropic text deltas, texts with
+ * escapes, \u sequences, control bytes, empty texts, a finish_reason, the
+ * usage chunk, an error and a cut chunk between deltas of the same
+ * skeleton) are scanned twice, with the shape and with every event read
+ * in full, whole, in pieces of 7 bytes and byte by byte, with LF and CRLF
+ * line ends: the events must be the same, field by field.
+ */
+
+
+#include <stdlib.h>
+
+#include "or_test.h"
+#include "or_sse.h"
+
+
+#define FIXTURES    "t/fixtures/streams/"
+#define MAX_EVENTS  2048
+
+
+typedef struct {
+    size_t           n;
+    uint64_t         quick;
+    or_sse_event_t   ev[MAX_EVENTS];
+    char             names[MAX_EVENTS][OR_SSE_NAME_MAX];
+} run_t;
+
+
+static const char  *fixture_files[] = {
+    "anthropic-error-after-start.sse", "anthropic-messages.sse",
+    "anthropic-refusal.sse", "gemini-stream.sse", "groq-chat.sse",
+    "openai-chat-content-filter.sse", "openai-chat-error-after-content.sse",
+    "openai-chat-error-after-role.sse",
+    "openai-chat-malformed-after-content.sse",
+    "openai-chat-malformed-first.sse", "openai-chat-rate-limit-wait.sse",
+    "openai-chat-reasoning.sse", "openai-chat.sse",
+    "openai-responses-error-event.sse",
+    "openai-responses-failed-after-created.sse",
+    "openai-responses-huge.sse", "openai-responses-long.sse",
+    "openai-responses.sse"
+};
+
+
+#define CHAT_PRE                                                              \
+    "data: {\"id\":\"chatcmpl-B9\",\"object\":\"chat.completion.chunk\","    \
+    "\"created\":1764570000,\"model\":\"gpt-4o-2024-08-06\","                \
+    "\"system_fingerprint\":\"fp_50cad350e4\",\"choices\":[{\"index\":0,"    \
+    "\"delta\":{\"content\":"
+#define CHAT_POST  "},\"logprobs\":null,\"finish_reason\":null}]}\n\n"
+
+#define ANT_PRE                                                               \
+    "event: content_block_delta\n"                                            \
+    "data: {\"type\":\"content_block_delta\",\"index\":1,"                   \
+    "\"delta\":{\"type\":\"text_delta\",\"text\":"
+#define ANT_POST   "}}\n\n"
+
+
+static char *
+read_file(const char *name, size_t *len)
+{
+    FILE   *f;
+    char   *buf, path[512];
+    long    n;
+
+    snprintf(path, sizeof(path), "%s%s", FIXTURES, name);
+
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        return NULL;
+    }
+
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+
+    buf = malloc(n + 1);
+    *len = fread(buf, 1, n, f);
+    buf[*len] = '\0';
+    fclose(f);
+
+    return buf;
+}
+
+
+static void
+record(run_t *r, const or_sse_event_t *ev)
+{
+    if (r->n < MAX_EVENTS) {
+        r->ev[r->n] = *ev;
+        memcpy(r->names[r->n], ev->name, ev->name_len);
+        r->ev[r->n].name = r->names[r->n];
+        r->ev[r->n].data = NULL;
+        r->ev[r->n].text_at = NULL;
+    }
+
+    r->n++;
+}
+
+
+/* piece 0: whole */
+
+static void
+scan(const char *buf, size_t len, size_t piece, int full, run_t *r)
+{
+    size_t           off, n, k, end;
+    or_sse_t        *s;
+    or_sse_event_t   ev;
+
+    s = malloc(sizeof(or_sse_t));
+    or_sse_init(s);
+    s->full = full;
+    r->n = 0;
+
+    for (off = 0; off < len; off = end) {
+        end = piece ? off + piece : len;
+        end = (end > len) ? len : end;
+        k = off;
+
+        while (k < end) {
+            n = or_sse_feed(s, buf + k, end - k, &ev);
+            k += n;
+
+            if (ev.kind != OR_SSE_EV_NONE) {
+                record(r, &ev);
+            }
+        }
+    }
+
+    if (or_sse_end(s, &ev)) {
+        record(r, &ev);
+    }
+
+    r->quick = s->quick;
+    free(s);
+}
+
+
+static int
+same_event(const or_sse_event_t *a, const or_sse_event_t *b)
+{
+    return a->kind == b->kind && a->format == b->format
+           && a->content == b->content && a->progress == b->progress
+           && a->finish == b->finish && a->refusal == b->refusal
+           && a->truncated == b->truncated && a->malformed == b->malformed
+           && a->usage_only == b->usage_only && a->usage == b->usage
+           && a->text_bytes == b->text_bytes && a->status == b->status
+           && a->name_len == b->name_len && a->data_len == b->data_len
+           && memcmp(a->name, b->name, a->name_len) == 0
+           && a->data_total == b->data_total && a->bytes == b->bytes;
+}
+
+
+/* the first event that differs, -1: none */
+
+static long
+compare(const run_t *a, const run_t *b)
+{
+    size_t  i;
+
+    if (a->n != b->n) {
+        return (long) (a->n < b->n ? a->n : b->n);
+    }
+
+    for (i = 0; i < a->n && i < MAX_EVENTS; i++) {
+        if (!same_event(&a->ev[i], &b->ev[i])) {
+            return (long) i;
+        }
+    }
+
+    return -1;
+}
+
+
+static char *
+crlf(const char *in, size_t len, size_t *out_len)
+{
+    char    *out, *o;
+    size_t   i;
+
+    out = malloc(len * 2 + 1);
+    o = out;
+
+    for (i = 0; i < len; i++) {
+        if (in[i] == '\n') {
+            *o++ = '\r';
+        }
+
+        *o++ = in[i];
+    }
+
+    *o = '\0';
+    *out_len = o - out;
+
+    return out;
+}
+
+
+static run_t  fast_run, full_run;
+
+
+/* the stream read with the shape and in full alike; returns events quick */
+
+static uint64_t
+check(const char *label, const char *buf, size_t len)
+{
+    char           *c;
+    long            at;
+    size_t          i, clen;
+    uint64_t        quick;
+    static size_t   pieces[] = { 0, 7, 1 };
+
+    quick = 0;
+
+    /* the whole-event path of the scanner reads as the byte scanner */
+    scan(buf, len, 0, 1, &fast_run);
+    scan(buf, len, 1, 1, &full_run);
+    at = compare(&fast_run, &full_run);
+    or_ok(at < 0, "R-STREAM-1 %s: whole = byte by byte (first difference "
+          "%ld)", label, at);
+
+    for (i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+        scan(buf, len, pieces[i], 0, &fast_run);
+        scan(buf, len, pieces[i], 1, &full_run);
+        at = compare(&fast_run, &full_run);
+        or_ok(at < 0 && full_run.quick == 0,
+              "R-STREAM-1 %s, pieces of %zu: shape = full reading "
+              "(%zu events, %llu by shape; first difference %ld)", label,
+              pieces[i], full_run.n, (unsigned long long) fast_run.quick,
+              at);
+        quick = fast_run.quick;
+    }
+
+    c = crlf(buf, len, &clen);
+    scan(c, clen, 5, 0, &fast_run);
+    scan(c, clen, 5, 1, &full_run);
+    at = compare(&fast_run, &full_run);
+    or_ok(at < 0, "R-STREAM-1 %s, CRLF: shape = full reading (first "
+          "difference %ld)", label, at);
+    free(c);
+
+    return quick;
+}
+
+
+static size_t
+put(char *p, const char *s)
+{
+    size_t  n;
+
+    n = strlen(s);
+    memcpy(p, s, n);
+
+    return n;
+}
+
+
+/* Chat deltas around texts, with the events of texts[] in between */
+
+static char *
+chat_stream(size_t deltas, const char **between, size_t nb, size_t *len)
+{
+    char    *buf, *p, text[64];
+    size_t   i;
+
+    buf = malloc(deltas * 400 + 65536);
+    p = buf;
+
+    p += put(p, "data: {\"id\":\"chatcmpl-B9\",\"object\":"
+                "\"chat.completion.chunk\",\"created\":1764570000,\"model\":"
+                "\"gpt-4o-2024-08-06\",\"system_fingerprint\":"
+                "\"fp_50cad350e4\",\"choices\":[{\"index\":0,\"delta\":"
+                "{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null},"
+                "\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+
+    for (i = 0; i < deltas; i++) {
+        snprintf(text, sizeof(text), "\" word%zu\"", i);
+        p += put(p, CHAT_PRE);
+        p += put(p, text);
+        p += put(p, CHAT_POST);
+
+        if (nb && i % 37 == 5) {
+            p += put(p, between[(i / 37) % nb]);
+        }
+    }
+
+    p += put(p, "data: {\"id\":\"chatcmpl-B9\",\"object\":"
+                "\"chat.completion.chunk\",\"created\":1764570000,\"model\":"
+                "\"gpt-4o-2024-08-06\",\"system_fingerprint\":"
+                "\"fp_50cad350e4\",\"choices\":[{\"index\":0,\"delta\":{},"
+                "\"logprobs\":null,\"finish_reason\":\"stop\"}]}\n\n"
+                "data: {\"id\":\"chatcmpl-B9\",\"object\":"
+                "\"chat.completion.chunk\",\"created\":1764570000,\"model\":"
+                "\"gpt-4o-2024-08-06\",\"choices\":[],\"usage\":"
+                "{\"prompt_tokens\":9,\"completion_tokens\":400,"
+                "\"total_tokens\":409}}\n\n"
+                "data: [DONE]\n\n");
+
+    *len = p - buf;
+
+    return buf;
+}
+
+
+static void
+test_fixtures(void)
+{
+    char    *buf;
+    size_t   i, len;
+
+    for (i = 0; i < sizeof(fixture_files) / sizeof(fixture_files[0]); i++) {
+        buf = read_file(fixture_files[i], &len);
+        or_ok(buf != NULL, "fixture %s read", fixture_files[i]);
+
+        if (buf == NULL) {
+            continue;
+        }
+
+        (void) check(fixture_files[i], buf, len);
+        free(buf);
+    }
+}
+
+
+static void
+test_generated(void)
+{
+    char        *buf;
+    size_t       len;
+    uint64_t     quick;
+    static const char  *odd[] = {
+        /* same skeleton, texts the full reading reads in its own way */
+        CHAT_PRE "\"esc \\\" \\\\ \\n \\u00e9 \\ud83d\\ude00 end\"" CHAT_POST,
+        CHAT_PRE "\"bad \\u00zz hex\"" CHAT_POST,
+        CHAT_PRE "\"cut \\u00e\"" CHAT_POST,
+        CHAT_PRE "\"\"" CHAT_POST,
+        CHAT_PRE "\"tab\there \x01 ctl\"" CHAT_POST,
+        CHAT_PRE "\"caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xff\"" CHAT_POST,
+        CHAT_PRE "\"a\"" "},\"logprobs\":null,\"finish_reason\":\"stop\"}]}"
+            "\n\n",
+        CHAT_PRE "\"a\",\"refusal\":\"no\"" CHAT_POST,
+        CHAT_PRE "\"two\"}},{\"index\":1,\"delta\":{\"content\":\"x\""
+            CHAT_POST,
+        CHAT_PRE "\"x\"" CHAT_POST "data: {\"error\":{\"message\":\"late\","
+            "\"type\":\"server_error\"}}\n\n",
+        CHAT_PRE "\" th\n\n",
+        CHAT_PRE "\"trailing\"" "},\"logprobs\":null,\"finish_reason\":null}]"
+            "\n\n",
+        CHAT_PRE "\"garbled\"" "},\"logprobs\":nul,\"finish_reason\":null}]}"
+            "\n\n",
+        CHAT_PRE "\"multi\"" CHAT_POST "data: {\"x\":1}\ndata: 2\n\n",
+        ": keep-alive\n\n",
+        "event: message\n" CHAT_PRE "\"named\"" CHAT_POST,
+        "event: error\n" CHAT_PRE "\"named\"" CHAT_POST,
+    };
+
+    buf = chat_stream(400, NULL, 0, &len);
+    quick = check("400 Chat deltas", buf, len);
+    or_ok(quick >= 398, "issue 27: 400 Chat deltas, %llu of them by shape",
+          (unsigned long long) quick);
+    free(buf);
+
+    buf = chat_stream(400, odd, sizeof(odd) / sizeof(odd[0]), &len);
+    (void) check("400 Chat deltas with odd events between", buf, len);
+    free(buf);
+}
+
+
+static void
+test_anthropic(void)
+{
+    char        *buf, *p, text[64];
+    size_t       i, len;
+    uint64_t     quick;
+
+    buf = malloc(400 * 300 + 4096);
+    p = buf;
+
+    p += put(p, "event: message_start\n"
+                "data: {\"type\":\"message_start\",\"message\":{\"id\":"
+                "\"msg_1\",\"type\":\"message\",\"role\":\"assistant\","
+                "\"content\":[],\"model\":\"claude-sonnet-4-5\","
+                "\"stop_reason\":null,\"usage\":{\"input_tokens\":12,"
+                "\"output_tokens\":1}}}\n\n"
+                "event: content_block_start\n"
+                "data: {\"type\":\"content_block_start\",\"index\":1,"
+                "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
+
+    for (i = 0; i < 400; i++) {
+        snprintf(text, sizeof(text), "\"tok %zu\"", i);
+        p += put(p, ANT_PRE);
+        p += put(p, text);
+        p += put(p, ANT_POST);
+
+        if (i == 100) {
+            p += put(p, "event: ping\ndata: {\"type\": \"ping\"}\n\n");
+            p += put(p, ANT_PRE "\"\"" ANT_POST);
+        }
+    }
+
+    p += put(p, "event: content_block_stop\n"
+                "data: {\"type\":\"content_block_stop\",\"index\":1}\n\n"
+                "event: message_delta\n"
+                "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+                "\"end_turn\"},\"usage\":{\"output_tokens\":400}}\n\n"
+                "event: message_stop\n"
+                "data: {\"type\":\"message_stop\"}\n\n");
+    len = p - buf;
+
+    quick = check("400 Anthropic text deltas", buf, len);
+    or_ok(quick >= 398, "issue 27: 400 Anthropic text deltas, %llu of them "
+          "by shape", (unsigned long long) quick);
+    free(buf);
+}
+
+
+int
+main(void)
+{
+    test_fixtures();
+    test_generated();
+    test_anthropic();
+
+    return or_done();
+}
