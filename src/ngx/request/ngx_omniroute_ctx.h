@@ -211,6 +211,8 @@ typedef struct {
                                                    after the commit */
     unsigned                      refusal:1;    /* a refusal or filter
                                                    passed: an answer */
+    unsigned                      answered:1;   /* more than heartbeats
+                                                   and metadata passed */
     unsigned                      error_event:1;    /* an error event passed
                                                        after the commit */
     unsigned                      partial:1;    /* part of an event passed
@@ -366,6 +368,11 @@ ngx_int_t ngx_omniroute_stream_fail(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 void ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a, ngx_int_t rc);
+or_msec_t ngx_omniroute_stream_keepalive_due(ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_stream_wait_keepalive(ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_stream_error(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_uint_t status, const char *code,
+    const char *message, ngx_int_t retry);
 /*
  * client_keys.c: client keys (R-LEASE-1): the key (401), the location's
  * keys and the key's paths (403) and lease headers, before any body work;

@@ -186,8 +186,12 @@ ngx_omniroute_nothing_now(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     ctx->current = NULL;
 
-    if (ctx->early) {
-        /* the client's stream started already: an in-band error event */
+    if (ctx->early && ctx->attempts.nelts) {
+        /*
+         * the client's stream started already: an in-band error event of
+         * the last failure (before any attempt, the answer below goes
+         * in-band: response.c)
+         */
         ngx_omniroute_count(r, ctx->last_held
                                ? NGX_OMNIROUTE_OUT_PROVIDER_ERROR
                                : NGX_OMNIROUTE_OUT_UNREACHABLE);
@@ -900,7 +904,7 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
     case NGX_BUSY:
         ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_TIMEOUT);
 
-        if (ctx->early) {
+        if (ctx->early && ctx->attempts.nelts) {
             ngx_http_finalize_request(r,
                                       ngx_omniroute_early_fail(r, ctx, NULL));
             break;

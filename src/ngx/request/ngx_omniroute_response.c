@@ -23,6 +23,8 @@
 static ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
 static ngx_int_t ngx_omniroute_nosniff(ngx_http_request_t *r);
+static ngx_int_t ngx_omniroute_send_in_band(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_uint_t status, json_t *doc);
 static ngx_int_t ngx_omniroute_send_own_json(ngx_http_request_t *r,
     ngx_uint_t status, json_t *doc);
 static json_t *ngx_omniroute_excluded_json(ngx_http_request_t *r,
@@ -79,12 +81,67 @@ static ngx_int_t
 ngx_omniroute_send_own_json(ngx_http_request_t *r, ngx_uint_t status,
     json_t *doc)
 {
+    ngx_omniroute_ctx_t  *ctx;
+
+    ctx = (r == r->main)
+          ? ngx_http_get_module_ctx(r, ngx_http_omniroute_module) : NULL;
+
+    if (ctx && ctx->early) {
+        /* the client's stream started (keep-alives): in-band (issue 25) */
+        return ngx_omniroute_send_in_band(r, ctx, status, doc);
+    }
+
     if (ngx_omniroute_nosniff(r) != NGX_OK) {
         json_decref(doc);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     return ngx_omniroute_send_json(r, status, doc);
+}
+
+
+/*
+ * An answer of the gateway's own after the client's 200 event-stream
+ * header went out: its code and message as an in-band error event, with
+ * the Retry-After the one writer set (ngx_omniroute_set_retry_after()).
+ */
+
+static ngx_int_t
+ngx_omniroute_send_in_band(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_uint_t status, json_t *doc)
+{
+    ngx_int_t                   rc, retry;
+    json_t                     *err;
+    const char                 *code, *msg;
+    ngx_table_elt_t            *h;
+    ngx_omniroute_list_iter_t   it;
+
+    err = json_object_get(doc, "error");
+    code = json_string_value(json_object_get(err, "code"));
+    msg = json_string_value(json_object_get(err, "message"));
+
+    retry = -1;
+
+    ngx_omniroute_list_start(&it, &r->headers_out.headers);
+
+    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
+
+        if (h->hash != 0
+            && h->key.len == sizeof("Retry-After") - 1
+            && ngx_strncasecmp(h->key.data, (u_char *) "Retry-After",
+                               sizeof("Retry-After") - 1) == 0)
+        {
+            retry = ngx_atoi(h->value.data, h->value.len);
+        }
+    }
+
+    rc = ngx_omniroute_stream_error(r, ctx, status,
+                                    code ? code : "gateway_error",
+                                    msg ? msg : "the request failed", retry);
+
+    json_decref(doc);
+
+    return rc;
 }
 
 
