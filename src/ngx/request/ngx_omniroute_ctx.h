@@ -547,6 +547,8 @@ ngx_int_t ngx_omniroute_send_cut(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *message);
+ngx_int_t ngx_omniroute_send_own_json(ngx_http_request_t *r,
+    ngx_uint_t status, json_t *doc);
 ngx_uint_t ngx_omniroute_json_errors(ngx_http_request_t *r);
 ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
 

@@ -25,8 +25,6 @@ static ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,
 static ngx_int_t ngx_omniroute_nosniff(ngx_http_request_t *r);
 static ngx_int_t ngx_omniroute_send_in_band(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_uint_t status, json_t *doc);
-static ngx_int_t ngx_omniroute_send_own_json(ngx_http_request_t *r,
-    ngx_uint_t status, json_t *doc);
 static json_t *ngx_omniroute_excluded_json(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, or_msec_t *earliest);
 
@@ -77,7 +75,12 @@ ngx_omniroute_nosniff(ngx_http_request_t *r)
 }
 
 
-static ngx_int_t
+/*
+ * Every answer of the gateway's own: X-Content-Type-Options: nosniff;
+ * in-band once the client's stream started.  doc is consumed.
+ */
+
+ngx_int_t
 ngx_omniroute_send_own_json(ngx_http_request_t *r, ngx_uint_t status,
     json_t *doc)
 {
