@@ -159,6 +159,7 @@ typedef struct {
 #define NGX_OMNIROUTE_CUT_NONE        0
 #define NGX_OMNIROUTE_CUT_EXECUTION   1     /* execution_max_wait_ms */
 #define NGX_OMNIROUTE_CUT_BUDGET      2     /* request.budget_ms */
+#define NGX_OMNIROUTE_CUT_FIRST_BYTE  3     /* the provider's first_byte= */
 
 
 typedef enum {

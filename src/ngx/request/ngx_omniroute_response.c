@@ -745,7 +745,9 @@ ngx_omniroute_send_rate_limited(ngx_http_request_t *r,
 /*
  * An attempt the gateway ended before its response header (R-CONC-2,
  * R-REQ-4): 504 RATE_LIMIT_EXECUTION_TIMEOUT after execution_max_wait_ms,
- * 504 request_budget_exceeded at the end of the request budget.
+ * 504 request_budget_exceeded at the end of the request budget, 504
+ * first_byte_timeout after the provider's first-byte deadline when no
+ * other attempt could follow after all.
  */
 
 ngx_int_t
@@ -754,6 +756,15 @@ ngx_omniroute_send_cut(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 {
     if (ngx_omniroute_add_route_headers(r, ctx) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (a->limit == NGX_OMNIROUTE_CUT_FIRST_BYTE) {
+        return ngx_omniroute_send_error(r, NGX_HTTP_GATEWAY_TIME_OUT,
+                                        "timeout_error",
+                                        "first_byte_timeout",
+                                        "the provider sent no response "
+                                        "header within its first-byte "
+                                        "deadline");
     }
 
     if (a->limit == NGX_OMNIROUTE_CUT_BUDGET) {
