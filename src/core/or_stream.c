@@ -31,6 +31,7 @@ or_stream_conf_init(or_stream_conf_t *conf)
     conf->min_bytes = OR_UNSET;
     conf->first_content_ms = OR_MSEC_NONE;
     conf->include_usage = OR_UNSET;
+    conf->first_byte_ms = OR_MSEC_NONE;
 }
 
 
@@ -93,6 +94,12 @@ or_stream_conf_check(const or_stream_conf_t *conf)
             || conf->first_content_ms > OR_WATCH_MAX_MS))
     {
         return "the first-content deadline must be between 0 and 24h";
+    }
+
+    if (conf->first_byte_ms != OR_MSEC_NONE
+        && (conf->first_byte_ms < 0 || conf->first_byte_ms > OR_WATCH_MAX_MS))
+    {
+        return "the first-byte deadline must be between 0 and 24h";
     }
 
     return NULL;

@@ -85,6 +85,10 @@ typedef struct {
     or_msec_t    first_content_ms;  /* OR_MSEC_NONE / 0: off */
     int32_t      include_usage;     /* ask Chat streams for usage; OR_UNSET:
                                        default (off) */
+    or_msec_t    first_byte_ms;     /* an attempt's deadline for its
+                                       response header, when another may
+                                       follow (issue 25); OR_MSEC_NONE /
+                                       0: off */
 } or_stream_conf_t;
 
 

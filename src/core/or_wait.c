@@ -194,7 +194,7 @@ or_wait_resend(const or_wait_timeout_t *t)
         return 0;
     }
 
-    if (!t->sent || t->stream) {
+    if (!t->sent || t->stream || t->first_byte) {
         return 1;
     }
 

@@ -131,6 +131,9 @@ typedef struct {
                                            provider in full */
     int               stream;           /* the client asked for a stream */
     int               budget_cut;       /* the request budget ended it */
+    int               first_byte;       /* its first-byte deadline ended it
+                                           (the operator's choice to fall
+                                           over, issue 25) */
 } or_wait_timeout_t;
 
 

@@ -246,17 +246,19 @@ test_limits(void)
 
     static const struct {
         const char  *name;
-        int          resend, sent, stream, budget_cut, rc;
+        int          resend, sent, stream, budget_cut, first_byte, rc;
     } resends[] = {
         { "read timeout, non-streamed, resend off: answer 504",
-          0, 1, 0, 0, 0 },
+          0, 1, 0, 0, 0, 0 },
         { "read timeout, non-streamed, resend on: next connection",
-          1, 1, 0, 0, 1 },
+          1, 1, 0, 0, 0, 1 },
         { "connect or send timeout: never reached it, next connection",
-          0, 0, 0, 0, 1 },
-        { "a stream without a header: next connection", 0, 1, 1, 0, 1 },
-        { "the request budget ended it: never", 1, 1, 1, 1, 0 },
-        { "the budget ended it before sending: never", 1, 0, 0, 1, 0 },
+          0, 0, 0, 0, 0, 1 },
+        { "a stream without a header: next connection", 0, 1, 1, 0, 0, 1 },
+        { "the request budget ended it: never", 1, 1, 1, 1, 0, 0 },
+        { "the budget ended it before sending: never", 1, 0, 0, 1, 0, 0 },
+        { "issue 25: its first-byte deadline, resend off: next connection",
+          0, 1, 0, 0, 1, 1 },
     };
 
     for (i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
@@ -274,6 +276,7 @@ test_limits(void)
         t.sent = resends[i].sent;
         t.stream = resends[i].stream;
         t.budget_cut = resends[i].budget_cut;
+        t.first_byte = resends[i].first_byte;
 
         or_is_int(or_wait_resend(&t), resends[i].rc, "resend: %s",
                   resends[i].name);

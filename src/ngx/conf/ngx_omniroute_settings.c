@@ -200,6 +200,11 @@ ngx_omniroute_setting_desc_t  ngx_omniroute_provider_settings[] = {
       ngx_omniroute_sfield(stream, include_usage),
       NGX_OMNIROUTE_SF_BOOL, 0, 1, NULL, NULL },
 
+    /* 36: a silent provider falls over (issue 25) */
+    { "request", "first_byte_timeout_ms", "first_byte", NULL, 1,
+      ngx_omniroute_sfield(stream, first_byte_ms),
+      NGX_OMNIROUTE_SF_MSEC_OPT, 1, OR_WATCH_MAX_MS, NULL, NULL },
+
     { NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL }
 };
 

@@ -19,6 +19,7 @@
 #include "or_name.h"
 #include "or_splice.h"
 #include "or_sse.h"
+#include "or_sse_format.h"
 
 
 static ngx_int_t ngx_omniroute_body_edits(ngx_http_request_t *r,
@@ -39,6 +40,7 @@ ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     u_char          *p;
     long             n;
+    size_t           start, end;
     or_json_rc_e     rc;
     or_json_value_t *m;
 
@@ -95,6 +97,22 @@ ngx_omniroute_scan_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     }
 
     m = &ctx->scan.model;
+
+    if (m->type == OR_JSON_ABSENT
+        && or_api_path_model((const char *) r->uri.data, r->uri.len,
+                             &start, &end)
+        && end > start)
+    {
+        /*
+         * A Gemini native path names the model (".../models/{model}:
+         * generateContent"), its body does not: routed by the path's
+         * (issue 25); each attempt's URL carries its target's.
+         */
+
+        ctx->model.data = r->uri.data + start;
+        ctx->model.len = end - start;
+        return ngx_omniroute_body_model(r, ctx);
+    }
 
     if (m->type == OR_JSON_ABSENT) {
         return ngx_omniroute_reject(ctx, NGX_HTTP_BAD_REQUEST,
@@ -320,9 +338,13 @@ ngx_omniroute_attempt_body(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     t = a->cand->target;
     sp = ed->splice;
 
-    if (t->model.len != ctx->model.len
-        || ngx_strncmp(t->model.data, ctx->model.data, t->model.len) != 0)
+    if (m->type != OR_JSON_ABSENT
+        && (t->model.len != ctx->model.len
+            || ngx_strncmp(t->model.data, ctx->model.data, t->model.len)
+               != 0))
     {
+        /* a body without "model" (Gemini native) keeps none */
+
         if (ed->sent_model.data == NULL
             || ed->sent_model.len != t->model.len
             || ngx_strncmp(ed->sent_model.data, t->model.data,

@@ -159,6 +159,7 @@ typedef struct {
 #define NGX_OMNIROUTE_CUT_NONE        0
 #define NGX_OMNIROUTE_CUT_EXECUTION   1     /* execution_max_wait_ms */
 #define NGX_OMNIROUTE_CUT_BUDGET      2     /* request.budget_ms */
+#define NGX_OMNIROUTE_CUT_FIRST_BYTE  3     /* the provider's first_byte= */
 
 
 typedef enum {
@@ -211,6 +212,8 @@ typedef struct {
                                                    after the commit */
     unsigned                      refusal:1;    /* a refusal or filter
                                                    passed: an answer */
+    unsigned                      answered:1;   /* more than heartbeats
+                                                   and metadata passed */
     unsigned                      error_event:1;    /* an error event passed
                                                        after the commit */
     unsigned                      partial:1;    /* part of an event passed
@@ -366,6 +369,11 @@ ngx_int_t ngx_omniroute_stream_fail(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 void ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a, ngx_int_t rc);
+or_msec_t ngx_omniroute_stream_keepalive_due(ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_stream_wait_keepalive(ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_stream_error(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_uint_t status, const char *code,
+    const char *message, ngx_int_t retry);
 /*
  * client_keys.c: client keys (R-LEASE-1): the key (401), the location's
  * keys and the key's paths (403) and lease headers, before any body work;
@@ -540,6 +548,8 @@ ngx_int_t ngx_omniroute_send_cut(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a);
 ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *message);
+ngx_int_t ngx_omniroute_send_own_json(ngx_http_request_t *r,
+    ngx_uint_t status, json_t *doc);
 ngx_uint_t ngx_omniroute_json_errors(ngx_http_request_t *r);
 ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
 

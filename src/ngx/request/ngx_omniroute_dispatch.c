@@ -50,7 +50,11 @@ struct ngx_omniroute_wait_req_s {
     uint64_t                      queue_ticket;
     or_msec_t                     start;        /* of a cooldown wait */
     or_msec_t                     waited;       /* in cooldown waits */
+    or_msec_t                     due;          /* the wait's timer */
+    ngx_event_handler_pt          handler;      /* run when it is due */
     unsigned                      waiting:1;    /* out a cooldown */
+    unsigned                      keepalive:1;  /* the timer is set for a
+                                                   keep-alive */
     u_char                        key[NGX_OMNIROUTE_KEY_MAX];
 };
 
@@ -75,6 +79,8 @@ static void ngx_omniroute_slot_cleanup(void *data);
 static void ngx_omniroute_waits_cleanup(void *data);
 static ngx_int_t ngx_omniroute_waits_start(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_event_handler_pt handler);
+static void ngx_omniroute_wait_arm(ngx_omniroute_ctx_t *ctx, or_msec_t ms);
+static void ngx_omniroute_wait_fire(ngx_event_t *ev);
 static ngx_int_t ngx_omniroute_queue_key(ngx_omniroute_ctx_t *ctx,
     ngx_str_t *key, u_char *buf);
 static uint64_t ngx_omniroute_queue_free(ngx_http_request_t *r,
@@ -410,11 +416,77 @@ ngx_omniroute_waits_start(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
         ctx->wait->event.data = r;
         ctx->wait->event.log = r->connection->log;
+        ctx->wait->event.handler = ngx_omniroute_wait_fire;
     }
 
-    ctx->wait->event.handler = handler;
+    ctx->wait->handler = handler;
 
     return NGX_OK;
+}
+
+
+/*
+ * The wait's timer, ms from now: sooner when a streaming client's
+ * keep-alive is due first (issue 25: no wait is silent; docs/streams.md).
+ */
+
+static void
+ngx_omniroute_wait_arm(ngx_omniroute_ctx_t *ctx, or_msec_t ms)
+{
+    or_msec_t                  now, ka;
+    ngx_omniroute_wait_req_t  *w;
+
+    w = ctx->wait;
+    now = ngx_omniroute_now();
+    ms = ngx_max(ms, 1);
+
+    w->due = now + ms;
+    w->keepalive = 0;
+
+    ka = ngx_omniroute_stream_keepalive_due(ctx);
+
+    if (ka != OR_MSEC_NONE && ka < w->due) {
+        w->keepalive = 1;
+        ms = ngx_max(ka - now, 1);
+    }
+
+    ngx_add_timer(&w->event, (ngx_msec_t) ms);
+}
+
+
+/* the wait's timer: a keep-alive, else the waiter's handler */
+
+static void
+ngx_omniroute_wait_fire(ngx_event_t *ev)
+{
+    or_msec_t                  now;
+    ngx_connection_t          *c;
+    ngx_http_request_t        *r;
+    ngx_omniroute_ctx_t       *ctx;
+    ngx_omniroute_wait_req_t  *w;
+
+    r = ev->data;
+    c = r->connection;
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+    w = ctx->wait;
+
+    if (!w->keepalive) {
+        w->handler(ev);
+        return;
+    }
+
+    if (ngx_omniroute_stream_wait_keepalive(ctx) == NGX_ERROR) {
+        ngx_omniroute_queue_leave(ctx);
+        ngx_http_finalize_request(r, NGX_ERROR);
+        ngx_http_run_posted_requests(c);
+        return;
+    }
+
+    now = ngx_omniroute_now();
+
+    ngx_omniroute_wait_arm(ctx, w->due > now ? w->due - now : 1);
+
+    ngx_http_run_posted_requests(c);
 }
 
 
@@ -430,7 +502,7 @@ ngx_omniroute_wait_timer(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     r->read_event_handler = ngx_http_test_reading;
 
-    ngx_add_timer(&ctx->wait->event, (ngx_msec_t) ngx_max(ms, 1));
+    ngx_omniroute_wait_arm(ctx, ms);
 
     return NGX_OK;
 }
@@ -550,7 +622,7 @@ ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "omniroute dispatch: queue full");
 
-        if (ctx->early) {
+        if (ctx->early && ctx->attempts.nelts) {
             return NGX_ABORT;
         }
 
@@ -612,7 +684,7 @@ ngx_omniroute_queue_enter(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     /* a client that goes away while waiting ends the request */
     r->read_event_handler = ngx_http_test_reading;
 
-    ngx_add_timer(&w->event, OR_QUEUE_POLL_MIN_MS);
+    ngx_omniroute_wait_arm(ctx, OR_QUEUE_POLL_MIN_MS);
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "omniroute dispatch: queued for a concurrency slot, "
@@ -707,7 +779,7 @@ ngx_omniroute_queue_poll(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
         return NGX_OK;
     }
 
-    ngx_add_timer(&w->event, (ngx_msec_t) ngx_min(ms, w->until - now));
+    ngx_omniroute_wait_arm(ctx, ngx_min(ms, w->until - now));
 
     return NGX_AGAIN;
 }
@@ -779,7 +851,7 @@ ngx_omniroute_queue_wait(ngx_omniroute_ctx_t *ctx)
     /* the head of a paused model's queue tries again at the pause's end */
     ms = ngx_omniroute_pace_poll(ctx->request, ctx, OR_QUEUE_POLL_MIN_MS);
 
-    ngx_add_timer(&w->event, (ngx_msec_t) ngx_min(ms, w->until - now));
+    ngx_omniroute_wait_arm(ctx, ngx_min(ms, w->until - now));
 
     return NGX_OK;
 }
@@ -963,8 +1035,7 @@ ngx_omniroute_cooldown_wait(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 
     r->read_event_handler = ngx_http_test_reading;
 
-    ngx_add_timer(&ctx->wait->event,
-                  (ngx_msec_t) ms + NGX_OMNIROUTE_WAIT_SLACK);
+    ngx_omniroute_wait_arm(ctx, ms + NGX_OMNIROUTE_WAIT_SLACK);
 
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                   "omniroute: every target of combo \"%V\" is cooling "

@@ -816,16 +816,18 @@ ngx_omniroute_lease_fail(ngx_http_request_t *r, ngx_uint_t status,
 }
 
 
-/* R-LEASE-4: 429, waiting for capacity, a bounded Retry-After */
+/*
+ * R-LEASE-4: 429, waiting for capacity, a Retry-After bounded by the
+ * longest lease, written by the one writer (issue 25)
+ */
 
 static ngx_int_t
 ngx_omniroute_lease_capacity(ngx_http_request_t *r, or_msec_t retry,
     const char *message)
 {
-    u_char                     *p;
     json_t                     *doc;
     int64_t                     seconds;
-    ngx_str_t                   name, value;
+    or_msec_t                   max;
     ngx_omniroute_keys_conf_t  *kc;
     ngx_omniroute_main_conf_t  *omcf;
 
@@ -836,19 +838,18 @@ ngx_omniroute_lease_capacity(ngx_http_request_t *r, or_msec_t retry,
         (void) ngx_atomic_fetch_add(&kc->sh->lease_capacity, 1);
     }
 
-    seconds = or_lease_retry_s(retry, kc ? (int64_t) kc->lease_ttl_max / 1000
-                                         : 3600);
+    max = kc ? (or_msec_t) kc->lease_ttl_max : 3600 * 1000;
 
-    p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
-    if (p == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    if (retry < 0) {
+        retry = 0;
+
+    } else if (max >= 1000 && retry > max) {
+        retry = max;
     }
 
-    value.data = p;
-    value.len = ngx_sprintf(p, "%L", seconds) - p;
-    ngx_str_set(&name, "Retry-After");
+    seconds = or_retry_after_seconds(retry);
 
-    if (ngx_omniroute_add_header(r, &name, &value) != NGX_OK) {
+    if (ngx_omniroute_set_retry_after(r, retry) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
@@ -861,7 +862,7 @@ ngx_omniroute_lease_capacity(ngx_http_request_t *r, or_msec_t retry,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    return ngx_omniroute_send_json(r, NGX_HTTP_TOO_MANY_REQUESTS, doc);
+    return ngx_omniroute_send_own_json(r, NGX_HTTP_TOO_MANY_REQUESTS, doc);
 }
 
 

@@ -483,7 +483,7 @@ ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_pace_count(r, NGX_OMNIROUTE_PACE_TIMEOUT);
     ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_TIMEOUT);
 
-    if (ctx->early) {
+    if (ctx->early && ctx->attempts.nelts) {
         /* the client's stream started: the caller ends it in-band */
         return NGX_ABORT;
     }

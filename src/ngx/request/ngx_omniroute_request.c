@@ -186,8 +186,12 @@ ngx_omniroute_nothing_now(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
     ctx->current = NULL;
 
-    if (ctx->early) {
-        /* the client's stream started already: an in-band error event */
+    if (ctx->early && ctx->attempts.nelts) {
+        /*
+         * the client's stream started already: an in-band error event of
+         * the last failure (before any attempt, the answer below goes
+         * in-band: response.c)
+         */
         ngx_omniroute_count(r, ctx->last_held
                                ? NGX_OMNIROUTE_OUT_PROVIDER_ERROR
                                : NGX_OMNIROUTE_OUT_UNREACHABLE);
@@ -391,13 +395,24 @@ static void
 ngx_omniroute_attempt_limit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     int        budget;
-    or_msec_t  ms;
+    or_msec_t  ms, fb;
 
     ms = or_wait_attempt_limit(ctx->global.execution_max_wait_ms,
                                ngx_omniroute_budget_left(ctx), &budget);
 
     ctx->exec_cut = budget ? NGX_OMNIROUTE_CUT_BUDGET
                            : NGX_OMNIROUTE_CUT_EXECUTION;
+
+    /* the provider's first-byte deadline, when another attempt may follow */
+
+    fb = ctx->current->cand->settings->stream.first_byte_ms;
+
+    if (fb != OR_MSEC_NONE && fb > 0 && fb < ms
+        && ngx_omniroute_may_continue(ctx))
+    {
+        ms = fb;
+        ctx->exec_cut = NGX_OMNIROUTE_CUT_FIRST_BYTE;
+    }
     ctx->exec.handler = ngx_omniroute_attempt_expired;
 
     if (ctx->exec.timer_set) {
@@ -447,6 +462,9 @@ ngx_omniroute_attempt_expired(ngx_event_t *ev)
                                                   - a->start),
                   a->limit == NGX_OMNIROUTE_CUT_BUDGET
                   ? "the request budget is spent"
+                  : a->limit == NGX_OMNIROUTE_CUT_FIRST_BYTE
+                  ? "no response header within its first_byte deadline, "
+                    "falling over"
                   : "execution_max_wait_ms reached");
 
     pc = u->peer.connection;
@@ -690,6 +708,7 @@ ngx_omniroute_timed_out(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     t.sent = a->body_sent;
     t.stream = (ctx->scan.stream.type == OR_JSON_TRUE);
     t.budget_cut = (a->limit == NGX_OMNIROUTE_CUT_BUDGET);
+    t.first_byte = (a->limit == NGX_OMNIROUTE_CUT_FIRST_BYTE);
 
     if (or_wait_resend(&t)) {
         return NGX_DECLINED;
@@ -900,7 +919,7 @@ ngx_omniroute_queue_retry(ngx_event_t *ev)
     case NGX_BUSY:
         ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_QUEUE_TIMEOUT);
 
-        if (ctx->early) {
+        if (ctx->early && ctx->attempts.nelts) {
             ngx_http_finalize_request(r,
                                       ngx_omniroute_early_fail(r, ctx, NULL));
             break;

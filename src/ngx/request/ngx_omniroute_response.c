@@ -23,8 +23,8 @@
 static ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
 static ngx_int_t ngx_omniroute_nosniff(ngx_http_request_t *r);
-static ngx_int_t ngx_omniroute_send_own_json(ngx_http_request_t *r,
-    ngx_uint_t status, json_t *doc);
+static ngx_int_t ngx_omniroute_send_in_band(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_uint_t status, json_t *doc);
 static json_t *ngx_omniroute_excluded_json(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, or_msec_t *earliest);
 
@@ -75,16 +75,76 @@ ngx_omniroute_nosniff(ngx_http_request_t *r)
 }
 
 
-static ngx_int_t
+/*
+ * Every answer of the gateway's own: X-Content-Type-Options: nosniff;
+ * in-band once the client's stream started.  doc is consumed.
+ */
+
+ngx_int_t
 ngx_omniroute_send_own_json(ngx_http_request_t *r, ngx_uint_t status,
     json_t *doc)
 {
+    ngx_omniroute_ctx_t  *ctx;
+
+    ctx = (r == r->main)
+          ? ngx_http_get_module_ctx(r, ngx_http_omniroute_module) : NULL;
+
+    if (ctx && ctx->early) {
+        /* the client's stream started (keep-alives): in-band (issue 25) */
+        return ngx_omniroute_send_in_band(r, ctx, status, doc);
+    }
+
     if (ngx_omniroute_nosniff(r) != NGX_OK) {
         json_decref(doc);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     return ngx_omniroute_send_json(r, status, doc);
+}
+
+
+/*
+ * An answer of the gateway's own after the client's 200 event-stream
+ * header went out: its code and message as an in-band error event, with
+ * the Retry-After the one writer set (ngx_omniroute_set_retry_after()).
+ */
+
+static ngx_int_t
+ngx_omniroute_send_in_band(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_uint_t status, json_t *doc)
+{
+    ngx_int_t                   rc, retry;
+    json_t                     *err;
+    const char                 *code, *msg;
+    ngx_table_elt_t            *h;
+    ngx_omniroute_list_iter_t   it;
+
+    err = json_object_get(doc, "error");
+    code = json_string_value(json_object_get(err, "code"));
+    msg = json_string_value(json_object_get(err, "message"));
+
+    retry = -1;
+
+    ngx_omniroute_list_start(&it, &r->headers_out.headers);
+
+    while ((h = ngx_omniroute_list_next(&it)) != NULL) {
+
+        if (h->hash != 0
+            && h->key.len == sizeof("Retry-After") - 1
+            && ngx_strncasecmp(h->key.data, (u_char *) "Retry-After",
+                               sizeof("Retry-After") - 1) == 0)
+        {
+            retry = ngx_atoi(h->value.data, h->value.len);
+        }
+    }
+
+    rc = ngx_omniroute_stream_error(r, ctx, status,
+                                    code ? code : "gateway_error",
+                                    msg ? msg : "the request failed", retry);
+
+    json_decref(doc);
+
+    return rc;
 }
 
 
@@ -685,7 +745,9 @@ ngx_omniroute_send_rate_limited(ngx_http_request_t *r,
 /*
  * An attempt the gateway ended before its response header (R-CONC-2,
  * R-REQ-4): 504 RATE_LIMIT_EXECUTION_TIMEOUT after execution_max_wait_ms,
- * 504 request_budget_exceeded at the end of the request budget.
+ * 504 request_budget_exceeded at the end of the request budget, 504
+ * first_byte_timeout after the provider's first-byte deadline when no
+ * other attempt could follow after all.
  */
 
 ngx_int_t
@@ -694,6 +756,15 @@ ngx_omniroute_send_cut(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 {
     if (ngx_omniroute_add_route_headers(r, ctx) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (a->limit == NGX_OMNIROUTE_CUT_FIRST_BYTE) {
+        return ngx_omniroute_send_error(r, NGX_HTTP_GATEWAY_TIME_OUT,
+                                        "timeout_error",
+                                        "first_byte_timeout",
+                                        "the provider sent no response "
+                                        "header within its first-byte "
+                                        "deadline");
     }
 
     if (a->limit == NGX_OMNIROUTE_CUT_BUDGET) {

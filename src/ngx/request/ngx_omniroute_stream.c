@@ -42,6 +42,10 @@ static void ngx_omniroute_stream_stop(ngx_omniroute_ctx_t *ctx,
 static ngx_int_t ngx_omniroute_stream_cut(ngx_omniroute_attempt_t *a);
 static ngx_int_t ngx_omniroute_stream_keepalive(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a);
+static ngx_uint_t ngx_omniroute_stream_silent(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a);
+static ngx_int_t ngx_omniroute_stream_comment(ngx_omniroute_ctx_t *ctx,
+    ngx_http_request_t *w);
 static ngx_int_t ngx_omniroute_stream_early_header(ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_stream_bytes(ngx_http_request_t *sr,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, u_char *p,
@@ -686,6 +690,11 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     or_watch_event(&ctx->stream.watch, ev, now);
 
+    if (ev->content || ev->refusal || ev->kind == OR_SSE_EV_DONE) {
+        /* more than heartbeats and metadata: the deadline is met */
+        a->answered = 1;
+    }
+
     if (ev->data_len && ev->usage) {
         /* the token usage a stream reports (metrics) */
         ngx_omniroute_stream_usage(sr, a, ev, raw);
@@ -947,7 +956,6 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
 {
     or_msec_t                    now, next;
     or_watch_e                   verdict;
-    ngx_chain_t                 *out, **ll;
     ngx_connection_t            *c;
     ngx_http_request_t          *r;
     ngx_omniroute_ctx_t         *ctx;
@@ -992,32 +1000,24 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
         }
     }
 
-    if (a->state == NGX_OMNIROUTE_ATTEMPT_PROBING
-        && ctx->lcf->stream_probe_timeout
+    if (ngx_omniroute_stream_silent(ctx, a)
         && now >= st->watch.header_at
                   + (or_msec_t) ctx->lcf->stream_probe_timeout)
     {
-        /* held as long as allowed: committed as it is */
+        /*
+         * Heartbeats and metadata only, as long as allowed: a stall
+         * (docs/streams.md).  Held, it falls over; committed, it ends
+         * with an in-band error; recorded a failure either way.
+         */
 
         ngx_log_error(NGX_LOG_INFO, c->log, 0,
-                      "omniroute: no content from \"%V\" within %Mms, the "
-                      "stream is committed", &a->cand->conn->id,
-                      ctx->lcf->stream_probe_timeout);
+                      "omniroute: no content from \"%V\" within %Mms of "
+                      "its header, the stream has stalled",
+                      &a->cand->conn->id, ctx->lcf->stream_probe_timeout);
 
-        if (ngx_omniroute_commit(a->sr, ctx, a) != NGX_OK) {
-            ngx_http_finalize_request(r, NGX_ERROR);
-            ngx_http_run_posted_requests(c);
-            return;
-        }
-
-        out = NULL;
-        ll = &out;
-
-        if (ngx_omniroute_stream_flush(a->sr, ctx, a, 0, &ll) != NGX_OK
-            || (out
-                && ngx_omniroute_stream_send(a->sr, ctx, out) == NGX_ERROR))
+        if (ngx_omniroute_stream_abort(ctx, a, OR_WATCH_FIRST_CONTENT)
+            == NGX_OK)
         {
-            ngx_http_finalize_request(r, NGX_ERROR);
             ngx_http_run_posted_requests(c);
             return;
         }
@@ -1028,7 +1028,7 @@ ngx_omniroute_stream_tick(ngx_event_t *ev)
         && ctx->lcf->stream_keepalive
         && c->data == a->sr)
     {
-        if ((!ctx->early && a->state == NGX_OMNIROUTE_ATTEMPT_PROBING
+        if ((!ctx->early && a->state != NGX_OMNIROUTE_ATTEMPT_HELD
              && now >= st->start + (or_msec_t) ctx->lcf->stream_keepalive)
             || (ctx->early && now >= st->keepalive_at))
         {
@@ -1078,9 +1078,7 @@ ngx_omniroute_stream_arm(ngx_omniroute_ctx_t *ctx)
         next = at;
     }
 
-    if (a->state == NGX_OMNIROUTE_ATTEMPT_PROBING
-        && ctx->lcf->stream_probe_timeout)
-    {
+    if (ngx_omniroute_stream_silent(ctx, a)) {
         at = st->watch.header_at
              + (or_msec_t) ctx->lcf->stream_probe_timeout;
 
@@ -1091,7 +1089,7 @@ ngx_omniroute_stream_arm(ngx_omniroute_ctx_t *ctx)
 
     if (a->state != NGX_OMNIROUTE_ATTEMPT_COMMITTED
         && st->client_stream && ctx->lcf->stream_keepalive
-        && (ctx->early || a->state == NGX_OMNIROUTE_ATTEMPT_PROBING))
+        && (ctx->early || a->state != NGX_OMNIROUTE_ATTEMPT_HELD))
     {
         at = ctx->early ? st->keepalive_at
                         : st->start + (or_msec_t) ctx->lcf->stream_keepalive;
@@ -1209,11 +1207,67 @@ ngx_omniroute_stream_cut(ngx_omniroute_attempt_t *a)
 }
 
 
+/*
+ * A stream whose first-content deadline runs: its header came, nothing
+ * but heartbeats and metadata since (held, or committed as the last
+ * candidate or past the byte bound).
+ */
+
+static ngx_uint_t
+ngx_omniroute_stream_silent(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a)
+{
+    return a->stream && !a->answered && ctx->lcf->stream_probe_timeout
+           && (a->state == NGX_OMNIROUTE_ATTEMPT_PROBING
+               || a->state == NGX_OMNIROUTE_ATTEMPT_COMMITTED);
+}
+
+
 /* a comment line to the client while nothing else may go out */
 
 static ngx_int_t
 ngx_omniroute_stream_keepalive(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a)
+{
+    return ngx_omniroute_stream_comment(ctx, a->sr);
+}
+
+
+/*
+ * When the next keep-alive of a waiting request is due (dispatch.c's
+ * waits: no attempt runs), OR_MSEC_NONE: none (not a streaming client,
+ * keep-alives off).
+ */
+
+or_msec_t
+ngx_omniroute_stream_keepalive_due(ngx_omniroute_ctx_t *ctx)
+{
+    ngx_omniroute_stream_req_t  *st;
+
+    st = &ctx->stream;
+
+    if (!st->client_stream || !ctx->lcf->stream_keepalive
+        || ctx->request->connection->data != ctx->request)
+    {
+        return OR_MSEC_NONE;
+    }
+
+    return ctx->early ? st->keepalive_at
+                      : st->start + (or_msec_t) ctx->lcf->stream_keepalive;
+}
+
+
+/* a keep-alive of a waiting request: on the client request itself */
+
+ngx_int_t
+ngx_omniroute_stream_wait_keepalive(ngx_omniroute_ctx_t *ctx)
+{
+    return ngx_omniroute_stream_comment(ctx, ctx->request);
+}
+
+
+static ngx_int_t
+ngx_omniroute_stream_comment(ngx_omniroute_ctx_t *ctx, ngx_http_request_t *w)
 {
     ngx_chain_t  *out, **ll;
 
@@ -1224,7 +1278,7 @@ ngx_omniroute_stream_keepalive(ngx_omniroute_ctx_t *ctx,
     out = NULL;
     ll = &out;
 
-    if (ngx_omniroute_stream_emit(a->sr, ctx,
+    if (ngx_omniroute_stream_emit(w, ctx,
                                   (u_char *) NGX_OMNIROUTE_KEEPALIVE,
                                   sizeof(NGX_OMNIROUTE_KEEPALIVE) - 1, &ll)
         != NGX_OK)
@@ -1238,7 +1292,7 @@ ngx_omniroute_stream_keepalive(ngx_omniroute_ctx_t *ctx,
     ngx_log_debug0(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                    "omniroute stream: keep-alive");
 
-    return ngx_omniroute_stream_send(a->sr, ctx, out);
+    return ngx_omniroute_stream_send(w, ctx, out);
 }
 
 
@@ -1362,7 +1416,8 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     complete = !a->stall && !a->malformed
                && (a->refusal
                    || ((!a->rc_seen || a->upstream_rc == NGX_OK)
-                       && (a->terminal || fmt == OR_SSE_FMT_UNKNOWN
+                       && (a->terminal
+                           || (fmt == OR_SSE_FMT_UNKNOWN && a->answered)
                            || (fmt == OR_SSE_FMT_CHAT
                                && ctx->stream.sse->finished))));
 
@@ -1548,4 +1603,25 @@ ngx_omniroute_stream_event_out(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     out.next = NULL;
 
     return ngx_http_output_filter(r, &out);
+}
+
+
+/*
+ * One of the gateway's own answers (a queue timeout, every target cooling
+ * down, ...) after the client's stream started: its in-band error event
+ * (response.c), with the Retry-After it would have carried (-1: none).
+ */
+
+ngx_int_t
+ngx_omniroute_stream_error(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
+    ngx_uint_t status, const char *code, const char *message,
+    ngx_int_t retry)
+{
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "omniroute: the request ended after the client's stream "
+                  "started, it ends with an error event (%ui %s)",
+                  status, code);
+
+    return ngx_omniroute_stream_event_out(r, ctx, status, code, message,
+                                          ngx_strlen(message), retry, 0);
 }
