@@ -5,7 +5,10 @@
  */
 
 
+#include <string.h>
+
 #include "or_budget.h"
+#include "or_json.h"
 
 
 #define OR_BUDGET_MINUTE_MS  ((or_msec_t) 60 * 1000)
@@ -28,6 +31,10 @@ static void or_budget_civil(int64_t days, int64_t *y, int64_t *m);
 static int64_t or_budget_days(int64_t y, int64_t m);
 static void or_budget_amounts(uint64_t in, uint64_t out, uint64_t *a);
 static void or_budget_roll(or_budget_win_t *w, uint64_t id);
+static const char *or_budget_members(const char *p, const char *last,
+    int top, uint64_t *found, int *seen);
+static int or_budget_key(const char *p, const char *end, char *key);
+static int or_budget_number(const char *p, const char *end, uint64_t *v);
 
 
 /* the proleptic Gregorian date of a day number (0: 1970-01-01) */
@@ -329,4 +336,213 @@ int
 or_budget_valid_limit(uint64_t v)
 {
     return v >= 1 && v <= OR_BUDGET_LIMIT_MAX;
+}
+
+
+void
+or_budget_cancel(or_budget_t *b, or_budget_ticket_t *t)
+{
+    int  k;
+
+    if (!t->admitted) {
+        return;
+    }
+
+    for (k = 0; k < OR_BUDGET_WINDOWS; k++) {
+        if (b->win[k].window == t->window[k]) {
+            b->win[k].reserved = or_budget_sub(b->win[k].reserved,
+                                               t->amount[k]);
+        }
+    }
+
+    b->inflight = or_budget_sub(b->inflight, 1);
+    t->admitted = 0;
+}
+
+
+int
+or_budget_max_tokens(const char *body, size_t len, uint64_t *out)
+{
+    int          seen;
+    uint64_t     found;
+    const char  *p, *last;
+
+    p = body;
+    last = body + len;
+    found = 0;
+    seen = 0;
+
+    p = or_json_ws(p, last);
+
+    if (p >= last || *p != '{') {
+        return 0;
+    }
+
+    (void) or_budget_members(p, last, 1, &found, &seen);
+
+    if (seen) {
+        *out = found;
+    }
+
+    return seen;
+}
+
+
+/*
+ * The members of the object at p: the caps of the top level (top), or
+ * of "generationConfig"; the largest found.  Past the object, or NULL.
+ */
+
+static const char *
+or_budget_members(const char *p, const char *last, int top, uint64_t *found,
+    int *seen)
+{
+    int          k, got;
+    char         key[OR_JSON_FIND_MAX + 1];
+    uint64_t     v, caps[4];
+    const char  *kend, *vstart;
+
+    memset(caps, 0, sizeof(caps));
+    got = 0;
+
+    p = or_json_ws(p + 1, last);
+
+    if (p < last && *p == '}') {
+        return p + 1;
+    }
+
+    for ( ;; ) {
+        p = or_json_ws(p, last);
+
+        if (p >= last || *p != '"') {
+            return NULL;
+        }
+
+        kend = or_json_string_end(p, last);
+        if (kend == NULL) {
+            return NULL;
+        }
+
+        k = or_budget_key(p, kend, key);
+
+        p = or_json_ws(kend, last);
+
+        if (p >= last || *p != ':') {
+            return NULL;
+        }
+
+        vstart = or_json_ws(p + 1, last);
+
+        if (top && k == 3 && vstart < last && *vstart == '{') {
+            /* "generationConfig": its maxOutputTokens */
+            p = or_budget_members(vstart, last, 0, found, seen);
+
+        } else {
+            p = or_json_skip(vstart, last, OR_JSON_MAX_DEPTH);
+
+            if (p && k >= 0 && k != 3 && (top ? k < 3 : k == 4)
+                && or_budget_number(vstart, p, &v))
+            {
+                /* the last of a name wins */
+                caps[k == 4 ? 0 : k] = v;
+                got |= 1 << (k == 4 ? 0 : k);
+
+            } else if (p && k >= 0 && (top ? k < 3 : k == 4)) {
+                got &= ~(1 << (k == 4 ? 0 : k));
+            }
+        }
+
+        if (p == NULL) {
+            return NULL;
+        }
+
+        p = or_json_ws(p, last);
+
+        if (p >= last) {
+            return NULL;
+        }
+
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+
+        if (*p != '}') {
+            return NULL;
+        }
+
+        break;
+    }
+
+    for (k = 0; k < 3; k++) {
+        if ((got & (1 << k)) && (!*seen || caps[k] > *found)) {
+            *found = caps[k];
+            *seen = 1;
+        }
+    }
+
+    return p + 1;
+}
+
+
+/*
+ * 0 "max_tokens", 1 "max_completion_tokens", 2 "max_output_tokens",
+ * 3 "generationConfig", 4 "maxOutputTokens"; -1 any other
+ */
+
+static int
+or_budget_key(const char *p, const char *end, char *key)
+{
+    int          i;
+    long         n;
+    static const char  *names[] = {
+        "max_tokens", "max_completion_tokens", "max_output_tokens",
+        "generationConfig", "maxOutputTokens"
+    };
+
+    if ((size_t) (end - p) > OR_JSON_FIND_MAX + 1) {
+        return -1;
+    }
+
+    n = or_json_string_decode(p, end - p, key);
+
+    if (n < 0) {
+        return -1;
+    }
+
+    for (i = 0; i < 5; i++) {
+        if ((size_t) n == strlen(names[i]) && memcmp(key, names[i], n) == 0)
+        {
+            return i;
+        }
+    }
+
+    return -1;
+}
+
+
+/* a non-negative integer (an exponent or a fraction: not one) */
+
+static int
+or_budget_number(const char *p, const char *end, uint64_t *v)
+{
+    uint64_t  n;
+
+    if (p >= end) {
+        return 0;
+    }
+
+    n = 0;
+
+    for ( /* void */ ; p < end; p++) {
+        if (*p < '0' || *p > '9') {
+            return 0;
+        }
+
+        n = (n > ((uint64_t) 1 << 53)) ? n : n * 10 + (uint64_t) (*p - '0');
+    }
+
+    *v = n;
+
+    return 1;
 }

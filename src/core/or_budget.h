@@ -96,6 +96,18 @@ or_msec_t or_budget_window_end(int k, or_msec_t now);
 uint64_t or_budget_input_estimate(size_t len);
 
 /*
+ * The output tokens the body caps: the top-level "max_tokens" (Chat,
+ * Anthropic), "max_completion_tokens" (Chat), "max_output_tokens"
+ * (Responses) or "generationConfig"."maxOutputTokens" (Gemini); keys
+ * compared decoded, the last of a name wins, the largest of the names.
+ * 1 and *out, or 0 when none is a non-negative integer.
+ */
+int or_budget_max_tokens(const char *body, size_t len, uint64_t *out);
+
+/* a ticket undone: its reservations and its request taken back */
+void or_budget_cancel(or_budget_t *b, or_budget_ticket_t *t);
+
+/*
  * Admits a request with the estimates in, out (tokens) at now:
  * OR_BUDGET_NONE and the ticket filled, or the limit refused and
  * *retry (ms until it may pass); nothing is changed then.

@@ -244,9 +244,75 @@ tb_saturate(void)
 }
 
 
+static void
+tb_max_tokens(void)
+{
+    uint64_t     v;
+    const char  *s;
+
+#define MT(body)  or_budget_max_tokens(body, strlen(body), &v)
+
+    v = 0;
+    or_ok(MT("{\"model\":\"m\",\"max_tokens\":512}") && v == 512,
+          "R-BUDGET-2 max_tokens");
+    or_ok(MT("{\"max_completion_tokens\": 70 , \"x\":[1,{\"max_tokens\":9}]}")
+          && v == 70, "R-BUDGET-2 max_completion_tokens; nested ignored");
+    or_ok(MT("{\"max_output_tokens\":3,\"max_tokens\":8}") && v == 8,
+          "R-BUDGET-2 the largest of the names");
+    or_ok(MT("{\"max_tokens\":3,\"max_tokens\":5}") && v == 5,
+          "R-BUDGET-2 the last of a name wins");
+    or_ok(MT("{\"generationConfig\":{\"temperature\":1,"
+             "\"maxOutputTokens\":256},\"contents\":[]}") && v == 256,
+          "R-BUDGET-2 Gemini generationConfig.maxOutputTokens");
+    or_ok(MT("{\"max_\\u0074okens\":44}") && v == 44,
+          "R-BUDGET-2 an escaped key is compared decoded");
+    or_ok(!MT("{\"max_tokens\":1.5}"), "R-BUDGET-2 a fraction: none");
+    or_ok(!MT("{\"max_tokens\":-1}"), "R-BUDGET-2 negative: none");
+    or_ok(!MT("{\"max_tokens\":\"9\"}"), "R-BUDGET-2 a string: none");
+    or_ok(!MT("{\"max_tokens\":9,\"max_tokens\":null}"),
+          "R-BUDGET-2 the last one null: none");
+    or_ok(!MT("[1]"), "R-BUDGET-2 not an object: none");
+    or_ok(!MT("{\"max_tokens\":12"), "R-BUDGET-2 cut short: none");
+    or_ok(!MT(""), "R-BUDGET-2 empty: none");
+    or_ok(MT("{\"max_tokens\":99999999999999999999999}")
+          && v > ((uint64_t) 1 << 53) && v < ((uint64_t) 1 << 60),
+          "R-BUDGET-2 a huge value saturates");
+
+    s = "{\"max_tokens\":7}";
+    or_ok(!or_budget_max_tokens(s, 5, &v), "R-BUDGET-2 a prefix: none");
+
+#undef MT
+}
+
+
+static void
+tb_cancel(void)
+{
+    or_msec_t           retry;
+    or_budget_t         b;
+    or_budget_conf_t    c;
+    or_budget_ticket_t  t;
+
+    memset(&b, 0, sizeof(b));
+    memset(&c, 0, sizeof(c));
+    memset(&t, 0, sizeof(t));
+    c.limit[OR_BUDGET_REQUESTS] = 1;
+
+    or_is_int(or_budget_admit(&b, &c, T0, 5, 5, &t, &retry), OR_BUDGET_NONE,
+              "R-BUDGET-1 admitted by the key's rule");
+    or_budget_cancel(&b, &t);
+    or_is_int(or_budget_admit(&b, &c, T0, 5, 5, &t, &retry), OR_BUDGET_NONE,
+              "R-BUDGET-1 a cancelled ticket (the model's rule refused) "
+              "counts nothing");
+    or_is_int((int64_t) b.inflight, 1, "R-BUDGET-1 one in flight");
+}
+
+
 int
 main(void)
 {
+    tb_max_tokens();
+    tb_cancel();
     tb_windows();
     tb_requests();
     tb_tokens();
