@@ -13,8 +13,10 @@
  * When the request is freed (a pool cleanup: whatever way it ended,
  * client aborts and internal redirects included), the reservation is
  * settled with the usage of the committed answer or stream (stats.c),
- * the estimate standing in for what the answer did not report; a request
- * without a committed 2xx answer releases its tokens.
+ * the estimate standing in for what the answer did not report (and for
+ * the output of a stream that did not finish: an abort mid-stream is
+ * charged its reported input and at least its output reservation); a
+ * request without a committed 2xx answer releases its tokens.
  *
  * Every response of a limited key carries the rate-limit headers as of
  * its admission: x-ratelimit-{limit,remaining,reset}-{requests,tokens}
@@ -299,7 +301,7 @@ ngx_omniroute_budget_cleanup(void *data)
     uint64_t                      in, out, tokens[OR_USAGE_KINDS];
     unsigned                      seen;
     or_msec_t                     now;
-    ngx_uint_t                    i, done;
+    ngx_uint_t                    i, done, whole;
     ngx_omniroute_ctx_t          *ctx;
     ngx_omniroute_attempt_t      *a;
     ngx_omniroute_budget_conf_t  *bc;
@@ -309,11 +311,15 @@ ngx_omniroute_budget_cleanup(void *data)
     bc = br->bc;
 
     done = 0;
+    whole = 0;
     a = ctx->attempts.elts;
 
     for (i = ctx->attempts.nelts; i > 0; i--) {
         if (a[i - 1].state == NGX_OMNIROUTE_ATTEMPT_COMMITTED) {
             done = (a[i - 1].status >= 200 && a[i - 1].status < 300);
+
+            /* a stream cut short (the client went away): unfinished */
+            whole = !a[i - 1].stream || a[i - 1].terminal;
             break;
         }
     }
@@ -328,6 +334,11 @@ ngx_omniroute_budget_cleanup(void *data)
                                                : br->in;
         out = (seen & (1u << OR_USAGE_COMPLETION))
               ? tokens[OR_USAGE_COMPLETION] : br->out;
+
+        if (!whole && out < br->out) {
+            /* what it reported so far is not what it used: the estimate */
+            out = br->out;
+        }
     }
 
     now = ngx_omniroute_now();
