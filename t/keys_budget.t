@@ -113,6 +113,11 @@ $t->config($COMMON . <<'EOF');
             omniroute_api;
             omniroute_api_token env=OMNI_TEST_API_TOKEN;
         }
+
+        location = /metrics {
+            omniroute_api;
+            omniroute_api_token env=OMNI_TEST_API_TOKEN;
+        }
     }
 EOF
 
@@ -176,7 +181,7 @@ for my $i (1 .. 3) {
        "rpm: request $i: x-ratelimit-limit-requests");
     is($r->{headers}{'x-ratelimit-remaining-requests'}, 3 - $i,
        "rpm: request $i: x-ratelimit-remaining-requests");
-    like($r->{headers}{'x-ratelimit-reset-requests'} // '', qr/^\d+s$/,
+    like($r->{headers}{'x-ratelimit-reset-requests'} // '', qr/^(?:\d+m)?\d+s$|^\d+ms$/,
          "rpm: request $i: x-ratelimit-reset-requests is a duration");
     ok(!exists $r->{headers}{'x-ratelimit-limit-tokens'},
        "rpm: request $i: no token limit, no token headers");
@@ -345,6 +350,25 @@ for my $bad (
 
 is(rule('rpm')->{limits}{concurrent}{limit}, 0,
    'api: a refused PATCH changed nothing');
+
+# the metrics
+
+my $text = api('GET', '/metrics')->{body} // '';
+like($text, qr/^omniroute_client_key_budget_refusals_total\{key="rpm",model="",limit="requests_per_minute"\} 1$/m,
+     'metrics: the refusal by key and limit');
+like($text, qr/^omniroute_client_key_budget_refusals_total\{key="mod",model="mini",limit="requests_per_minute"\} 1$/m,
+     'metrics: a model rule\'s refusal');
+like($text, qr/^omniroute_client_key_budget_tokens_total\{key="tok",model="",type="output"\} (\d+)$/m,
+     'metrics: settled tokens by type');
+my ($out_tokens) = $text =~ /^omniroute_client_key_budget_tokens_total\{key="tok",model="",type="output"\} (\d+)$/m;
+is($out_tokens, 21, 'metrics: tok settled 3 x 7 output tokens');
+like($text, qr/^omniroute_client_key_budget_in_flight\{key="conc",model=""\} 0$/m,
+     'metrics: in flight');
+like($text, qr/^omniroute_client_key_budget_remaining\{key="tok",model="",limit="output_tokens_per_minute"\} \d+$/m,
+     'metrics: remaining of a configured limit');
+unlike($text, qr/^omniroute_client_key_budget_remaining\{key="free",model="",limit="tokens_per_day"/m,
+     'metrics: no remaining for a limit not set');
+unlike($text, qr/sk-client-/, 'metrics: never a key');
 
 $r = api('GET', '/api/keys/budgets');
 is(scalar @{$r->{json}{budgets}}, 6, 'api: every key\'s rule, and the '
