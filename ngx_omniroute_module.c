@@ -13,6 +13,7 @@
 
 #include "ngx_omniroute_ctx.h"
 #include "ngx_omniroute_keys.h"
+#include "ngx_omniroute_budget_store.h"
 
 
 static ngx_int_t ngx_omniroute_preconfiguration(ngx_conf_t *cf);
@@ -230,6 +231,13 @@ static ngx_command_t  ngx_omniroute_commands[] = {
     { ngx_string("omniroute_lease_ttl"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
       ngx_omniroute_lease_ttl,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("omniroute_client_key_limit"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_omniroute_client_key_limit,
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
       NULL },

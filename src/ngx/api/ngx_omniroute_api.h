@@ -98,6 +98,11 @@ ngx_int_t ngx_omniroute_api_lockouts_clear(ngx_omniroute_api_call_t *call);
 ngx_int_t ngx_omniroute_api_leases(ngx_omniroute_api_call_t *call);
 ngx_int_t ngx_omniroute_api_leases_revoke(ngx_omniroute_api_call_t *call);
 
+/* budgets and rate limits of client keys (ngx_omniroute_api_budget.c) */
+ngx_int_t ngx_omniroute_api_budgets(ngx_omniroute_api_call_t *call);
+ngx_int_t ngx_omniroute_api_budgets_patch(ngx_omniroute_api_call_t *call);
+ngx_int_t ngx_omniroute_api_budgets_reset(ngx_omniroute_api_call_t *call);
+
 /* settings (ngx_omniroute_api_settings.c) */
 ngx_int_t ngx_omniroute_api_settings(ngx_omniroute_api_call_t *call);
 ngx_int_t ngx_omniroute_api_settings_patch(ngx_omniroute_api_call_t *call);

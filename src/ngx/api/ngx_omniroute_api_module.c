@@ -174,6 +174,14 @@ static ngx_omniroute_api_endpoint_t  ngx_omniroute_api_endpoints[] = {
       ngx_omniroute_api_leases_revoke,
       ngx_string("GET, HEAD, DELETE") },
 
+    { ngx_string("/api/keys/budgets"), 1,
+      ngx_omniroute_api_budgets, NULL, ngx_omniroute_api_budgets_patch,
+      NULL, ngx_string("GET, HEAD, PATCH") },
+
+    { ngx_string("/api/keys/budgets/reset"), 1,
+      NULL, ngx_omniroute_api_budgets_reset, NULL, NULL,
+      ngx_string("POST") },
+
     { ngx_string("/metrics"), 1,
       ngx_omniroute_api_metrics, NULL, NULL, NULL,
       ngx_string("GET, HEAD") },

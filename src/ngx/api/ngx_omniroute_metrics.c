@@ -24,6 +24,7 @@
 #include "ngx_omniroute_redis_stats.h"
 #include "ngx_omniroute_keys.h"
 #include "ngx_omniroute_lease_store.h"
+#include "ngx_omniroute_budget_store.h"
 
 
 #define NGX_OMNIROUTE_METRICS_LINE  2048    /* room kept for one line */
@@ -153,6 +154,8 @@ static void ngx_omniroute_metrics_key_requests(
     ngx_omniroute_metrics_buf_t *mb, ngx_omniroute_metrics_scrape_t *sc,
     ngx_omniroute_metrics_family_t *f);
 static void ngx_omniroute_metrics_leases(ngx_omniroute_metrics_buf_t *mb,
+    ngx_omniroute_metrics_scrape_t *sc, ngx_omniroute_metrics_family_t *f);
+static void ngx_omniroute_metrics_budget(ngx_omniroute_metrics_buf_t *mb,
     ngx_omniroute_metrics_scrape_t *sc, ngx_omniroute_metrics_family_t *f);
 static void ngx_omniroute_metrics_model_requests(
     ngx_omniroute_metrics_buf_t *mb, ngx_omniroute_metrics_scrape_t *sc,
@@ -523,6 +526,31 @@ static ngx_omniroute_metrics_family_t  ngx_omniroute_metrics_families[] = {
       "Key checks not made: 429 of the brake on failed checks.",
       ngx_omniroute_metrics_scalar, NGX_OMNIROUTE_MS_KEYS,
       offsetof(ngx_omniroute_keys_sh_t, braked), NULL },
+
+    /* budgets and rate limits (store/ngx_omniroute_budget_store.h) */
+
+    { "omniroute_client_key_budget_admitted_total", "counter",
+      "Requests admitted by a client key limit rule (model \"\": the "
+      "key's own rule).",
+      ngx_omniroute_metrics_budget, NGX_OMNIROUTE_MS_KEYS, 0, NULL },
+
+    { "omniroute_client_key_budget_refusals_total", "counter",
+      "Requests refused 429 by a client key limit rule, by limit.",
+      ngx_omniroute_metrics_budget, NGX_OMNIROUTE_MS_KEYS, 1, NULL },
+
+    { "omniroute_client_key_budget_tokens_total", "counter",
+      "Tokens settled on a client key limit rule (real usage, or the "
+      "estimate when the answer reported none), by type.",
+      ngx_omniroute_metrics_budget, NGX_OMNIROUTE_MS_KEYS, 2, NULL },
+
+    { "omniroute_client_key_budget_in_flight", "gauge",
+      "Admitted requests of a client key limit rule not yet settled.",
+      ngx_omniroute_metrics_budget, NGX_OMNIROUTE_MS_KEYS, 3, NULL },
+
+    { "omniroute_client_key_budget_remaining", "gauge",
+      "What a configured limit leaves in its current window (limit - used "
+      "- reserved; concurrent: slots).",
+      ngx_omniroute_metrics_budget, NGX_OMNIROUTE_MS_KEYS, 4, NULL },
 
     { "omniroute_leases_active", "gauge",
       "Active exclusive session leases.",
@@ -1072,6 +1100,98 @@ ngx_omniroute_metrics_key_requests(ngx_omniroute_metrics_buf_t *mb,
                           "%s{key=\"%V\",status=\"%uixx\"} %uA\n", f->name,
                           &key[i].id, j + 1,
                           sh->keys[key[i].slot].requests[j]);
+        }
+    }
+}
+
+
+/*
+ * The budget families (f->offset: which one), per rule of
+ * omniroute_client_key_limit; each slot read under the zone's lock.
+ */
+
+static void
+ngx_omniroute_metrics_budget(ngx_omniroute_metrics_buf_t *mb,
+    ngx_omniroute_metrics_scrape_t *sc, ngx_omniroute_metrics_family_t *f)
+{
+    int                           k;
+    ngx_uint_t                    i;
+    or_budget_conf_t              conf;
+    or_budget_view_t              v[OR_BUDGET_LIMITS];
+    ngx_omniroute_budget_conf_t  *bc;
+    ngx_omniroute_budget_rule_t  *rule;
+    ngx_omniroute_budget_slot_t   slot;
+
+    bc = ngx_omniroute_budget_conf(sc->call->omcf);
+
+    if (bc == NULL || bc->sh == NULL) {
+        return;
+    }
+
+    rule = bc->rules.elts;
+
+    for (i = 0; i < bc->rules.nelts; i++) {
+
+        ngx_omniroute_budget_lock(bc);
+
+        slot = *ngx_omniroute_budget_slot(bc, &rule[i]);
+        ngx_omniroute_budget_limits(&rule[i], &slot, &conf);
+
+        for (k = 0; k < OR_BUDGET_LIMITS; k++) {
+            or_budget_view(&slot.state, &conf, k, sc->call->now, &v[k]);
+        }
+
+        ngx_omniroute_budget_unlock(bc);
+
+        switch (f->offset) {
+
+        case 0:
+            ngx_omniroute_metrics_printf(mb,
+                          "%s{key=\"%V\",model=\"%*s\"} %uL\n", f->name,
+                          &rule[i].key_id, rule[i].model.len,
+                          rule[i].model.data, slot.admitted);
+            break;
+
+        case 1:
+            for (k = 0; k < OR_BUDGET_LIMITS; k++) {
+                ngx_omniroute_metrics_printf(mb,
+                          "%s{key=\"%V\",model=\"%*s\",limit=\"%s\"} %uL\n",
+                          f->name, &rule[i].key_id, rule[i].model.len,
+                          rule[i].model.data, or_budget_name(k),
+                          slot.refused[k]);
+            }
+
+            break;
+
+        case 2:
+            ngx_omniroute_metrics_printf(mb,
+                          "%s{key=\"%V\",model=\"%*s\",type=\"input\"} %uL\n"
+                          "%s{key=\"%V\",model=\"%*s\",type=\"output\"} %uL\n",
+                          f->name, &rule[i].key_id, rule[i].model.len,
+                          rule[i].model.data, slot.tokens[0],
+                          f->name, &rule[i].key_id, rule[i].model.len,
+                          rule[i].model.data, slot.tokens[1]);
+            break;
+
+        case 3:
+            ngx_omniroute_metrics_printf(mb,
+                          "%s{key=\"%V\",model=\"%*s\"} %uL\n", f->name,
+                          &rule[i].key_id, rule[i].model.len,
+                          rule[i].model.data, slot.state.inflight);
+            break;
+
+        default:
+            for (k = 0; k < OR_BUDGET_LIMITS; k++) {
+                if (v[k].limit == 0) {
+                    continue;
+                }
+
+                ngx_omniroute_metrics_printf(mb,
+                          "%s{key=\"%V\",model=\"%*s\",limit=\"%s\"} %uL\n",
+                          f->name, &rule[i].key_id, rule[i].model.len,
+                          rule[i].model.data, or_budget_name(k),
+                          v[k].remaining);
+            }
         }
     }
 }

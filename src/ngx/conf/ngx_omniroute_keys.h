@@ -103,6 +103,9 @@ typedef struct ngx_omniroute_keys_conf_s {
     ngx_omniroute_keys_sh_t      *sh;
     ngx_slab_pool_t              *shpool;       /* its mutex: the lease
                                                    lifecycle lock */
+    struct ngx_omniroute_budget_conf_s
+                                 *budget;       /* budgets and rate limits
+                                                   (budget_store.h) */
 } ngx_omniroute_keys_conf_t;
 
 
@@ -131,6 +134,10 @@ char *ngx_omniroute_lease_ttl(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_omniroute_client_key_brake(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+
+/* the keys' configuration, made by the first directive that needs it */
+ngx_omniroute_keys_conf_t *ngx_omniroute_keys_conf(ngx_conf_t *cf,
+    ngx_omniroute_main_conf_t *omcf);
 
 /* at the end of init_main_conf: connections resolved, the zone added */
 ngx_int_t ngx_omniroute_keys_init(ngx_conf_t *cf,

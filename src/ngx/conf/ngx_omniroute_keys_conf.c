@@ -27,6 +27,7 @@
 
 #include "ngx_omniroute_keys.h"
 #include "ngx_omniroute_lease_store.h"
+#include "ngx_omniroute_budget_store.h"
 
 
 #define NGX_OMNIROUTE_LEASE_TTL       (300 * 1000)
@@ -34,8 +35,6 @@
 #define NGX_OMNIROUTE_LEASE_TTL_LIMIT (30LL * 86400 * 1000)
 
 
-static ngx_omniroute_keys_conf_t *ngx_omniroute_keys_conf(ngx_conf_t *cf,
-    ngx_omniroute_main_conf_t *omcf);
 static ngx_int_t ngx_omniroute_keys_list(ngx_conf_t *cf, ngx_str_t *arg,
     size_t skip, ngx_array_t *list, ngx_uint_t kind);
 static ngx_int_t ngx_omniroute_keys_init_zone(ngx_shm_zone_t *shm_zone,
@@ -49,7 +48,7 @@ static void ngx_omniroute_keys_slots(ngx_omniroute_keys_conf_t *kc,
 #define NGX_OMNIROUTE_LIST_PATHS   2
 
 
-static ngx_omniroute_keys_conf_t *
+ngx_omniroute_keys_conf_t *
 ngx_omniroute_keys_conf(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
 {
     ngx_omniroute_keys_conf_t  *kc;
@@ -72,6 +71,7 @@ ngx_omniroute_keys_conf(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
      *     kc->shm_zone = NULL;
      *     kc->sh = NULL;
      *     kc->shpool = NULL;
+     *     kc->budget = NULL;
      */
 
     if (ngx_array_init(&kc->keys, cf->pool, 4,
@@ -702,7 +702,8 @@ ngx_omniroute_keys_init(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
                                      kc->lease_ttl));
 
     if (kc->keys.nelts == 0) {
-        return NGX_OK;
+        /* limits of keys never declared: an error */
+        return ngx_omniroute_budget_init(cf, omcf);
     }
 
     key = kc->keys.elts;
@@ -775,7 +776,8 @@ ngx_omniroute_keys_init(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
     kc->shm_zone->init = ngx_omniroute_keys_init_zone;
     kc->shm_zone->data = kc;
 
-    return NGX_OK;
+    /* the keys' budgets and rate limits (R-BUDGET-1) */
+    return ngx_omniroute_budget_init(cf, omcf);
 }
 
 

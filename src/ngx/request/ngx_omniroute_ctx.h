@@ -247,6 +247,7 @@ typedef struct {
 
 
 typedef struct ngx_omniroute_stats_req_s  ngx_omniroute_stats_req_t;
+typedef struct ngx_omniroute_budget_req_s  ngx_omniroute_budget_req_t;
 typedef struct ngx_omniroute_lane_req_s  ngx_omniroute_lane_req_t;
 typedef struct ngx_omniroute_wait_req_s  ngx_omniroute_wait_req_t;
 typedef struct ngx_omniroute_pin_req_s  ngx_omniroute_pin_req_t;
@@ -310,6 +311,8 @@ struct ngx_omniroute_ctx_s {
     ngx_omniroute_lane_req_t     *lane;         /* lane.c: the usage-limit
                                                    wall */
     ngx_omniroute_stats_req_t    *stats;        /* stats.c */
+    ngx_omniroute_budget_req_t   *budget;       /* budget.c: the key's
+                                                   limits, reserved */
     ngx_http_post_subrequest_t    ps;           /* request.c: of every
                                                    attempt */
     ngx_uint_t                    exec_cut;     /* request.c:
@@ -390,6 +393,18 @@ ngx_int_t ngx_omniroute_client_key_add_variables(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_client_key_init(ngx_conf_t *cf);
 ngx_int_t ngx_omniroute_auth_reject(ngx_http_request_t *r,
     ngx_uint_t status, const char *code, const char *message);
+
+/*
+ * budget.c: the key's budgets and rate limits (R-BUDGET-1..3): admission
+ * once the request is checked (NGX_OK, or 429 with ctx->error_code), the
+ * answer of a refusal, the rate-limit headers (the main request's header
+ * filter); the settlement is a cleanup of the request's pool.
+ */
+ngx_int_t ngx_omniroute_budget_admit(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_budget_refusal(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
+ngx_int_t ngx_omniroute_budget_headers(ngx_http_request_t *r);
 
 /*
  * lease.c: exclusive leases (R-LEASE-2..4): the lease headers of a
@@ -575,6 +590,9 @@ void ngx_omniroute_stats_attempt_end(ngx_http_request_t *r,
 void ngx_omniroute_stats_commit(ngx_http_request_t *r, ngx_http_request_t *sr,
     ngx_omniroute_attempt_t *a);
 void ngx_omniroute_stats_body(ngx_http_request_t *r, ngx_chain_t *in);
+/* the committed answer's token counts: a bit (1 << kind) per one seen */
+unsigned ngx_omniroute_stats_usage(ngx_omniroute_ctx_t *ctx,
+    uint64_t *tokens);
 ngx_int_t ngx_omniroute_stats_trail(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_str_t *trail);
 

@@ -85,6 +85,10 @@ ngx_omniroute_header_filter(ngx_http_request_t *r)
     ngx_omniroute_attempt_t   *a;
 
     if (r == r->main) {
+        if (ngx_omniroute_budget_headers(r) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
         if (r->err_status >= NGX_HTTP_BAD_REQUEST
             && ngx_omniroute_json_errors(r)
             && ngx_omniroute_json_error_page(r) != NGX_OK)

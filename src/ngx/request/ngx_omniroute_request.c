@@ -71,6 +71,10 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         rc = ngx_omniroute_affinity_key(r, ctx);    /* a session id: 400 */
     }
 
+    if (rc == NGX_OK) {
+        rc = ngx_omniroute_budget_admit(r, ctx);    /* the key's limits */
+    }
+
     if (rc != NGX_OK) {
         if (ctx->error_code) {
             ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_CLIENT_ERROR);

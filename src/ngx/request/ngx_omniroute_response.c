@@ -362,6 +362,11 @@ ngx_omniroute_send_rejected(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
 {
     json_t  *doc;
 
+    if (status == NGX_HTTP_TOO_MANY_REQUESTS && ctx->budget) {
+        /* a key's limit (budget.c) */
+        return ngx_omniroute_budget_refusal(r, ctx);
+    }
+
     if (ngx_strcmp(ctx->error_code, "no_executable_targets") != 0) {
         return ngx_omniroute_send_error(r, status, "invalid_request_error",
                                         ctx->error_code, ctx->error_message);

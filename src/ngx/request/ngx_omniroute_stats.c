@@ -602,6 +602,32 @@ ngx_omniroute_is_json(ngx_str_t *type)
 
 
 /*
+ * The token counts of the committed answer (a JSON answer's usage object
+ * read whole, or what a stream's events reported), for the key's budget
+ * (budget.c): tokens[OR_USAGE_KINDS], a bit per kind seen.
+ */
+
+unsigned
+ngx_omniroute_stats_usage(ngx_omniroute_ctx_t *ctx, uint64_t *tokens)
+{
+    size_t                      k;
+    ngx_omniroute_stats_req_t  *st;
+
+    st = ctx->stats;
+
+    if (st == NULL || !st->scanning || !or_usage_found(&st->usage)) {
+        return 0;
+    }
+
+    for (k = 0; k < OR_USAGE_KINDS; k++) {
+        tokens[k] = st->usage.tokens[k];
+    }
+
+    return st->usage.seen;
+}
+
+
+/*
  * The log phase of a gateway request: its duration by model, and the
  * token usage of its committed answer by pair (and its cost).
  */
