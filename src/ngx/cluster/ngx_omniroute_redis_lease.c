@@ -50,9 +50,10 @@
  * applied only over a record this node already has.
  *
  * Redis down: lifecycle calls are refused (503: uniqueness cannot be
- * promised), managed requests go on with the zone's copy.  The hiredis
- * adapter is the one of ngx_omniroute_redis_mirror.c, on a connection
- * type of this file.
+ * promised), managed requests go on with the zone's copy.  Connecting,
+ * AUTH, SELECT, the subscriber, the load's SCAN + MGET, Sentinel and the
+ * backoff are the connection machine's (ngx_omniroute_redis_conn.c), the
+ * same as the mirror's.
  */
 
 

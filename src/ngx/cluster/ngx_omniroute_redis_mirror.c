@@ -584,7 +584,8 @@ ngx_omniroute_redis_heartbeat(ngx_omniroute_redis_link_t *link)
     argv[2] = (const char *) link->msg;
     argvlen[2] = len;
 
-    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_reply,
+    (void) ngx_omniroute_redis_command(&link->m.cmd,
+                                       ngx_omniroute_redis_on_reply,
                                        NULL, 3, argv, argvlen);
 }
 
@@ -795,7 +796,8 @@ ngx_omniroute_redis_push(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
     argv[2] = (const char *) link->msg;
     argvlen[2] = mlen;
 
-    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_reply,
+    (void) ngx_omniroute_redis_command(&link->m.cmd,
+                                       ngx_omniroute_redis_on_reply,
                                        NULL, 3, argv, argvlen);
 
     (void) ngx_atomic_fetch_add(&link->stats->published, 1);
@@ -931,7 +933,8 @@ ngx_omniroute_redis_epoch_learn(ngx_omniroute_redis_link_t *link)
     argv[0] = "GET";
     argvlen[0] = 3;
 
-    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_epoch,
+    (void) ngx_omniroute_redis_command(&link->m.cmd,
+                                       ngx_omniroute_redis_on_epoch,
                                        &ngx_omniroute_redis_epoch_learning, 2,
                                        argv, argvlen);
 }
@@ -956,7 +959,8 @@ ngx_omniroute_redis_epoch_check(ngx_omniroute_redis_link_t *link)
     argv[1] = (const char *) link->epoch_key.data;
     argvlen[1] = link->epoch_key.len;
 
-    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_epoch,
+    (void) ngx_omniroute_redis_command(&link->m.cmd,
+                                       ngx_omniroute_redis_on_epoch,
                                        &ngx_omniroute_redis_epoch_checking, 2,
                                        argv, argvlen);
 }
