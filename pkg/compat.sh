@@ -33,7 +33,7 @@ COMPAT_TESTS=${COMPAT_TESTS:-"t/config.t t/fallback.t t/fallback_transport.t
     t/upstream_tls.t t/stream.t t/stream_probe.t t/stream_cut.t
     t/stream_passthrough.t t/stream_sdk.t t/keys.t t/models.t t/api.t
     t/metrics.t t/status.t t/store_reload.t t/queue_fifo.t
-    t/cluster_mirror.t t/cluster_leases.t t/cluster_untrusted.t
+    t/cluster_mirror.t t/cluster_leases.t t/cluster_untrusted.t t/cluster_tls.t
     t/harness_deps.t"}
 
 passed=0 failed=0 summary=()

@@ -118,7 +118,6 @@ my ($rc, $out) = $na->test_config;
 is($rc, 0, 'nginx -t accepts user= with password_file=') or diag($out);
 
 $na->run(gw($na));
-$nb->run(gw($nb));
 
 # the right password: the mirror and every worker's lease link, as omni
 
@@ -140,6 +139,8 @@ cmp_ok($omni, '>=', 4, "connections authenticated as omni: $omni "
 unlike($clients, qr/\buser=default\b/, 'none as the default user');
 
 # the wrong password: both links down, clear log line, no password
+
+$nb->run(gw($nb));
 
 ok(wait_for(sub { $nb->error_log =~ /node "node-b": AUTH failed: WRONGPASS/ }),
    'node B: the wrong password is logged (AUTH failed: WRONGPASS)');

@@ -3,7 +3,8 @@
 # Redis as production runs it (issue 28): Redis Sentinel.  A master and a
 # replica (real redis-server processes), two redis-sentinel processes, two
 # nginx nodes (2 workers each) with "omniroute_redis sentinel=...
-# master=omni": the nodes ask a sentinel for the master and find it; a
+# master=omni": the nodes ask a sentinel for the master and find it (a
+# third one listed is down: the next is asked); a
 # failover (SENTINEL FAILOVER) switches the master: both nodes follow
 # +switch-master, the mirror and the leases of every worker reconnect to
 # the new master, the leases granted before the switch hold there, and
@@ -65,7 +66,9 @@ ok(wait_for(sub {
         ref $r && @$r >= 1 }, 20),
    'the sentinels know the replica');
 
-my $SENTINELS = join ',', map { '127.0.0.1:' . $_->port } @sentinels;
+# and a sentinel that is down: the next one is asked
+my $SENTINELS = join ',', '127.0.0.1:' . $na->port('sentinel_down'),
+                          map { '127.0.0.1:' . $_->port } @sentinels;
 
 sub node_config {
     my ($n, $name, $redis_args) = @_;

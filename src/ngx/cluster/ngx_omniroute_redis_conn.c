@@ -52,6 +52,12 @@ static void ngx_omniroute_redis_conn_on_role(redisAsyncContext *ac, void *r,
     void *data);
 static void ngx_omniroute_redis_conn_on_subscribe(redisAsyncContext *ac,
     void *r, void *data);
+static void ngx_omniroute_redis_conn_scan(ngx_omniroute_redis_machine_t *m);
+static void ngx_omniroute_redis_conn_next(ngx_omniroute_redis_machine_t *m);
+static void ngx_omniroute_redis_conn_on_scan(redisAsyncContext *ac, void *r,
+    void *data);
+static void ngx_omniroute_redis_conn_on_mget(redisAsyncContext *ac, void *r,
+    void *data);
 static void ngx_omniroute_redis_conn_on_master(redisAsyncContext *ac,
     void *r, void *data);
 static void ngx_omniroute_redis_conn_on_switch(redisAsyncContext *ac,
@@ -416,6 +422,7 @@ ngx_omniroute_redis_conn_fail(ngx_omniroute_redis_machine_t *m,
 
     m->state = NGX_OMNIROUTE_REDIS_M_DOWN;
     m->state_at = ngx_current_msec;
+    m->loading = 0;
 
     if (!m->exiting) {
         m->down(m, buf, p - buf);
@@ -511,6 +518,229 @@ ngx_omniroute_redis_conn_up(ngx_omniroute_redis_machine_t *m)
     m->state_at = ngx_current_msec;
 
     m->up(m);
+}
+
+
+/*
+ * A keyspace load: SCAN <prefix><match> from cursor 0, COUNT 512, an MGET
+ * per batch (the pool, the user's, holds the batch's keys until its
+ * reply).
+ */
+
+ngx_int_t
+ngx_omniroute_redis_conn_load(ngx_omniroute_redis_machine_t *m,
+    ngx_str_t *prefix, const char *match, ngx_str_t *skip, ngx_pool_t *pool,
+    ngx_omniroute_redis_batch_pt batch, ngx_omniroute_redis_loaded_pt loaded)
+{
+    u_char  *p;
+
+    if (ngx_array_init(&m->load_keys, pool, 64, sizeof(ngx_str_t))
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    /* the prefix has no glob characters (checked at configuration) */
+
+    p = ngx_cpymem(m->pattern, prefix->data, prefix->len);
+    p = ngx_cpystrn(p, (u_char *) match, 16);
+    m->pattern_len = p - m->pattern;
+
+    m->load_pool = pool;
+    m->load_skip = skip ? *skip : (ngx_str_t) ngx_null_string;
+    m->batch = batch;
+    m->loaded = loaded;
+    m->loading = 1;
+    m->cursor[0] = '0';
+    m->cursor[1] = '\0';
+
+    ngx_omniroute_redis_conn_scan(m);
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_omniroute_redis_conn_scan(ngx_omniroute_redis_machine_t *m)
+{
+    const char  *argv[6];
+    size_t       argvlen[6];
+    u_char       count[NGX_INT_T_LEN];
+
+    argv[0] = "SCAN";
+    argvlen[0] = 4;
+    argv[1] = (const char *) m->cursor;
+    argvlen[1] = ngx_strlen(m->cursor);
+    argv[2] = "MATCH";
+    argvlen[2] = 5;
+    argv[3] = (const char *) m->pattern;
+    argvlen[3] = m->pattern_len;
+    argv[4] = "COUNT";
+    argvlen[4] = 5;
+    argv[5] = (const char *) count;
+    argvlen[5] = ngx_sprintf(count, "%d", NGX_OMNIROUTE_REDIS_SCAN_COUNT)
+                 - count;
+
+    if (ngx_omniroute_redis_conn_send(&m->cmd,
+                                      ngx_omniroute_redis_conn_on_scan, NULL,
+                                      6, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_omniroute_redis_conn_fail(m, "could not send SCAN");
+    }
+}
+
+
+static void
+ngx_omniroute_redis_conn_next(ngx_omniroute_redis_machine_t *m)
+{
+    if (ngx_strcmp(m->cursor, "0") != 0) {
+        ngx_omniroute_redis_conn_scan(m);
+        return;
+    }
+
+    m->loading = 0;
+    m->loaded(m);
+}
+
+
+static void
+ngx_omniroute_redis_conn_on_scan(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    size_t                          i, n;
+    ngx_str_t                      *k;
+    redisReply                     *cur, *keys, *key;
+    const char                    **argv;
+    size_t                         *argvlen;
+    ngx_omniroute_redis_machine_t  *m;
+
+    ngx_omniroute_redis_conn_replied(rc);
+
+    m = rc->machine;
+
+    if (reply == NULL || !m->loading) {
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[0]->len >= sizeof(m->cursor)
+        || reply->element[1]->type != REDIS_REPLY_ARRAY)
+    {
+        ngx_omniroute_redis_conn_fail(m, "SCAN failed: %*s",
+                                      reply->type == REDIS_REPLY_ERROR
+                                      ? ngx_min(reply->len, 256) : 16,
+                                      reply->type == REDIS_REPLY_ERROR
+                                      ? reply->str : "unexpected reply");
+        return;
+    }
+
+    cur = reply->element[0];
+    keys = reply->element[1];
+
+    ngx_memcpy(m->cursor, cur->str, cur->len);
+    m->cursor[cur->len] = '\0';
+
+    /* the names, for the MGET reply; then MGET them all */
+
+    m->load_keys.nelts = 0;
+
+    argv = ngx_palloc(m->load_pool, (keys->elements + 1) * sizeof(char *));
+    argvlen = ngx_palloc(m->load_pool, (keys->elements + 1) * sizeof(size_t));
+
+    if (argv == NULL || argvlen == NULL) {
+        ngx_omniroute_redis_conn_fail(m, "no memory for a load");
+        return;
+    }
+
+    argv[0] = "MGET";
+    argvlen[0] = 4;
+    n = 1;
+
+    for (i = 0; i < keys->elements; i++) {
+        key = keys->element[i];
+
+        if (key->type != REDIS_REPLY_STRING
+            || (key->len == m->load_skip.len
+                && ngx_memcmp(key->str, m->load_skip.data, key->len) == 0))
+        {
+            continue;
+        }
+
+        k = ngx_array_push(&m->load_keys);
+        if (k == NULL) {
+            ngx_omniroute_redis_conn_fail(m, "no memory for a load");
+            return;
+        }
+
+        k->len = key->len;
+        k->data = ngx_pnalloc(m->load_pool, k->len);
+
+        if (k->data == NULL) {
+            ngx_omniroute_redis_conn_fail(m, "no memory for a load");
+            return;
+        }
+
+        ngx_memcpy(k->data, key->str, k->len);
+
+        argv[n] = (const char *) k->data;
+        argvlen[n++] = k->len;
+    }
+
+    if (n == 1) {
+        ngx_omniroute_redis_conn_next(m);
+        return;
+    }
+
+    if (ngx_omniroute_redis_conn_send(&m->cmd,
+                                      ngx_omniroute_redis_conn_on_mget, NULL,
+                                      (int) n, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_omniroute_redis_conn_fail(m, "could not send MGET");
+    }
+}
+
+
+static void
+ngx_omniroute_redis_conn_on_mget(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    ngx_omniroute_redis_machine_t  *m;
+
+    ngx_omniroute_redis_conn_replied(rc);
+
+    m = rc->machine;
+
+    if (reply == NULL || !m->loading) {
+        return;
+    }
+
+    if (reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != m->load_keys.nelts)
+    {
+        ngx_omniroute_redis_conn_fail(m, "MGET failed: %*s",
+                                      reply->type == REDIS_REPLY_ERROR
+                                      ? ngx_min(reply->len, 256) : 16,
+                                      reply->type == REDIS_REPLY_ERROR
+                                      ? reply->str : "unexpected reply");
+        return;
+    }
+
+    if (m->batch(m, m->load_keys.elts, reply->element, reply->elements)
+        != NGX_OK)
+    {
+        return;
+    }
+
+    if (m->loading) {
+        ngx_omniroute_redis_conn_next(m);
+    }
 }
 
 

@@ -189,6 +189,19 @@ typedef void (*ngx_omniroute_redis_down_pt)(ngx_omniroute_redis_machine_t *m,
 typedef void (*ngx_omniroute_redis_message_pt)(
     ngx_omniroute_redis_machine_t *m, u_char *data, size_t len);
 
+/*
+ * A keyspace load (ngx_omniroute_redis_conn_load()): SCAN MATCH pattern,
+ * then MGET of each batch of keys; batch gets the keys and their values
+ * (NULL or not strings: gone since the SCAN) and returns NGX_OK to go on
+ * (anything else: it failed the machine); loaded runs after the last
+ * batch.  A failure of the machine ends the load without loaded.
+ */
+typedef ngx_int_t (*ngx_omniroute_redis_batch_pt)(
+    ngx_omniroute_redis_machine_t *m, ngx_str_t *keys, redisReply **values,
+    ngx_uint_t n);
+typedef void (*ngx_omniroute_redis_loaded_pt)(
+    ngx_omniroute_redis_machine_t *m);
+
 struct ngx_omniroute_redis_machine_s {
     ngx_omniroute_redis_main_conf_t  *rmcf;
     ngx_log_t                    *log;
@@ -208,6 +221,17 @@ struct ngx_omniroute_redis_machine_s {
     ngx_msec_t                    state_at;
     ngx_msec_t                    retry_at;
     ngx_msec_t                    backoff;      /* the user resets it */
+
+    /* a keyspace load on cmd */
+    ngx_uint_t                    loading;
+    ngx_pool_t                   *load_pool;    /* the user's */
+    ngx_array_t                   load_keys;    /* ngx_str_t, a batch */
+    ngx_str_t                     load_skip;    /* a key not to read */
+    ngx_omniroute_redis_batch_pt  batch;
+    ngx_omniroute_redis_loaded_pt  loaded;
+    u_char                        cursor[32];
+    size_t                        pattern_len;
+    u_char                        pattern[NGX_OMNIROUTE_REDIS_PREFIX_MAX + 16];
 
     ngx_omniroute_redis_addr_t    master;       /* where cmd and sub go */
     ngx_uint_t                    next;         /* the sentinel to ask */
@@ -230,6 +254,9 @@ ngx_int_t ngx_omniroute_redis_conn_send(ngx_omniroute_redis_conn_t *rc,
     redisCallbackFn *fn, void *data, int argc, const char **argv,
     const size_t *argvlen);
 void ngx_omniroute_redis_conn_replied(ngx_omniroute_redis_conn_t *rc);
+ngx_int_t ngx_omniroute_redis_conn_load(ngx_omniroute_redis_machine_t *m,
+    ngx_str_t *prefix, const char *match, ngx_str_t *skip, ngx_pool_t *pool,
+    ngx_omniroute_redis_batch_pt batch, ngx_omniroute_redis_loaded_pt loaded);
 ngx_int_t ngx_omniroute_redis_conn_addr(u_char *host, size_t len,
     ngx_int_t port, ngx_omniroute_redis_addr_t *addr);
 
@@ -273,8 +300,6 @@ struct ngx_omniroute_redis_link_s {
     ngx_uint_t                    pushing;
     ngx_pool_t                   *sync_pool;
     ngx_array_t                   seen;         /* ..._redis_seen_t */
-    ngx_array_t                   keys;         /* ngx_str_t, MGET batch */
-    u_char                        scan_cursor[32];
     ngx_uint_t                    loaded;
     ngx_array_t                   push;         /* ..._redis_record_t */
     ngx_uint_t                    push_next;

@@ -50,9 +50,10 @@
  * applied only over a record this node already has.
  *
  * Redis down: lifecycle calls are refused (503: uniqueness cannot be
- * promised), managed requests go on with the zone's copy.  The hiredis
- * adapter is the one of ngx_omniroute_redis_mirror.c, on a connection
- * type of this file.
+ * promised), managed requests go on with the zone's copy.  Connecting,
+ * AUTH, SELECT, the subscriber, the load's SCAN + MGET, Sentinel and the
+ * backoff are the connection machine's (ngx_omniroute_redis_conn.c), the
+ * same as the mirror's.
  */
 
 
@@ -107,7 +108,6 @@ struct ngx_omniroute_redis_lease_s {
     ngx_pool_t                   *load_pool;
     ngx_array_t                   loaded;       /* or_lease_t: active */
     uint64_t                      load_since;   /* versions newer: kept */
-    u_char                        cursor[32];
 
     ngx_queue_t                   pending;
     ngx_str_t                     channel;      /* <prefix>leases:<db> */
@@ -157,10 +157,10 @@ static void ngx_omniroute_redis_lease_on_reply(redisAsyncContext *ac,
     void *r, void *data);
 static void ngx_omniroute_redis_lease_on_time(redisAsyncContext *ac,
     void *r, void *data);
-static void ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac,
-    void *r, void *data);
-static void ngx_omniroute_redis_lease_on_mget(redisAsyncContext *ac,
-    void *r, void *data);
+static ngx_int_t ngx_omniroute_redis_lease_batch(
+    ngx_omniroute_redis_machine_t *m, ngx_str_t *keys, redisReply **values,
+    ngx_uint_t n);
+static void ngx_omniroute_redis_lease_loaded(ngx_omniroute_redis_machine_t *m);
 static void ngx_omniroute_redis_lease_on_hint(redisAsyncContext *ac,
     void *r, void *data);
 
@@ -1176,9 +1176,8 @@ ngx_omniroute_redis_lease_tick(ngx_event_t *ev)
 static void
 ngx_omniroute_redis_lease_scan(ngx_omniroute_redis_lease_t *link)
 {
-    u_char      *p, pattern[NGX_OMNIROUTE_REDIS_PREFIX_MAX + 16];
-    const char  *argv[6];
-    size_t       argvlen[6];
+    const char  *argv[1];
+    size_t       argvlen[1];
 
     if (!link->loading) {
         if (link->load_pool) {
@@ -1197,8 +1196,6 @@ ngx_omniroute_redis_lease_scan(ngx_omniroute_redis_lease_t *link)
         }
 
         link->loading = 1;
-        link->cursor[0] = '0';
-        link->cursor[1] = '\0';
 
         /*
          * Redis's clock first: a lease changed after it has a version
@@ -1217,30 +1214,6 @@ ngx_omniroute_redis_lease_scan(ngx_omniroute_redis_lease_t *link)
             ngx_omniroute_redis_lease_fail(link, "could not send TIME");
         }
 
-        return;
-    }
-
-    p = ngx_cpymem(pattern, link->rmcf->prefix.data, link->rmcf->prefix.len);
-    p = ngx_cpymem(p, "lease:*", sizeof("lease:*") - 1);
-
-    argv[0] = "SCAN";
-    argvlen[0] = 4;
-    argv[1] = (const char *) link->cursor;
-    argvlen[1] = ngx_strlen(link->cursor);
-    argv[2] = "MATCH";
-    argvlen[2] = 5;
-    argv[3] = (const char *) pattern;
-    argvlen[3] = p - pattern;
-    argv[4] = "COUNT";
-    argvlen[4] = 5;
-    argv[5] = "512";
-    argvlen[5] = 3;
-
-    if (redisAsyncCommandArgv(link->m.cmd.ac, ngx_omniroute_redis_lease_on_scan,
-                              NULL, 6, argv, argvlen)
-        != REDIS_OK)
-    {
-        ngx_omniroute_redis_lease_fail(link, "could not send SCAN");
     }
 }
 
@@ -1266,138 +1239,71 @@ ngx_omniroute_redis_lease_on_time(redisAsyncContext *ac, void *r, void *data)
 
     link->load_since = (uint64_t) (ngx_omniroute_now() + link->skew) * 1000;
 
-    ngx_omniroute_redis_lease_scan(link);
+    /* every lease key but lease:seq */
+
+    if (ngx_omniroute_redis_conn_load(&link->m, &link->rmcf->prefix,
+                                      "lease:*", &link->seq_key,
+                                      link->load_pool,
+                                      ngx_omniroute_redis_lease_batch,
+                                      ngx_omniroute_redis_lease_loaded)
+        != NGX_OK)
+    {
+        ngx_omniroute_redis_lease_fail(link, "no memory for a load");
+    }
 }
 
 
-static void
-ngx_omniroute_redis_lease_on_scan(redisAsyncContext *ac, void *r, void *data)
+/* a batch of the load: applied to the zone by version */
+
+static ngx_int_t
+ngx_omniroute_redis_lease_batch(ngx_omniroute_redis_machine_t *m,
+    ngx_str_t *keys, redisReply **values, ngx_uint_t n)
 {
-    redisReply                  *reply = r;
-    ngx_omniroute_redis_conn_t  *lc = ac->data;
+    ngx_omniroute_redis_lease_t  *link = m->link;
 
-    size_t                        i;
-    ngx_uint_t                    n;
-    redisReply                   *keys;
-    const char                  **argv;
-    size_t                       *argvlen;
-    ngx_omniroute_redis_lease_t  *link;
+    size_t       i;
+    or_lease_t   l, *kept;
+    redisReply  *v;
 
-    link = lc->link;
-
-    if (reply == NULL || !link->loading) {
-        return;
+    if (!link->loading) {
+        return NGX_OK;
     }
 
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
-        || reply->element[0]->type != REDIS_REPLY_STRING
-        || reply->element[0]->len >= sizeof(link->cursor)
-        || reply->element[1]->type != REDIS_REPLY_ARRAY)
-    {
-        ngx_omniroute_redis_lease_fail(link, "SCAN failed");
-        return;
-    }
+    for (i = 0; i < n; i++) {
+        v = values[i];
 
-    ngx_memcpy(link->cursor, reply->element[0]->str, reply->element[0]->len);
-    link->cursor[reply->element[0]->len] = '\0';
+        /* keys expired since the SCAN, or not strings: none */
 
-    keys = reply->element[1];
-
-    argv = ngx_palloc(link->load_pool, (keys->elements + 1) * sizeof(char *));
-    argvlen = ngx_palloc(link->load_pool,
-                         (keys->elements + 1) * sizeof(size_t));
-
-    if (argv == NULL || argvlen == NULL) {
-        ngx_omniroute_redis_lease_fail(link, "no memory for a load");
-        return;
-    }
-
-    argv[0] = "MGET";
-    argvlen[0] = 4;
-    n = 1;
-
-    for (i = 0; i < keys->elements; i++) {
-        if (keys->element[i]->type != REDIS_REPLY_STRING
-            || (keys->element[i]->len == link->seq_key.len
-                && ngx_memcmp(keys->element[i]->str, link->seq_key.data,
-                              link->seq_key.len)
-                   == 0))
+        if (v->type != REDIS_REPLY_STRING
+            || ngx_omniroute_redis_lease_decode(link, (u_char *) v->str,
+                                                v->len, &l)
+               != NGX_OK)
         {
             continue;
         }
 
-        argv[n] = ngx_pnalloc(link->load_pool, keys->element[i]->len);
-        if (argv[n] == NULL) {
-            ngx_omniroute_redis_lease_fail(link, "no memory for a load");
-            return;
+        (void) ngx_omniroute_lease_apply(link->store, link->lock, &l);
+
+        if (l.state == OR_LEASE_ACTIVE) {
+            kept = ngx_array_push(&link->loaded);
+            if (kept) {
+                *kept = l;
+            }
         }
-
-        ngx_memcpy((u_char *) argv[n], keys->element[i]->str,
-                   keys->element[i]->len);
-        argvlen[n] = keys->element[i]->len;
-        n++;
     }
 
-    if (n == 1) {
-        ngx_omniroute_redis_lease_on_mget(ac, NULL, link);
-        return;
-    }
-
-    if (redisAsyncCommandArgv(link->m.cmd.ac, ngx_omniroute_redis_lease_on_mget,
-                              link, (int) n, argv, argvlen)
-        != REDIS_OK)
-    {
-        ngx_omniroute_redis_lease_fail(link, "could not send MGET");
-    }
+    return NGX_OK;
 }
 
 
 static void
-ngx_omniroute_redis_lease_on_mget(redisAsyncContext *ac, void *r, void *data)
+ngx_omniroute_redis_lease_loaded(ngx_omniroute_redis_machine_t *m)
 {
-    redisReply                   *reply = r;
-    ngx_omniroute_redis_lease_t  *link = data;
+    ngx_omniroute_redis_lease_t  *link = m->link;
 
-    size_t       i;
-    or_lease_t   l, *kept;
-    ngx_uint_t   dropped;
-    redisReply  *v;
+    ngx_uint_t  dropped;
 
-    if (!link->loading || link->m.state != NGX_OMNIROUTE_LEASE_UP) {
-        return;
-    }
-
-    if (reply && reply->type == REDIS_REPLY_ARRAY) {
-        for (i = 0; i < reply->elements; i++) {
-            v = reply->element[i];
-
-            /* keys expired since the SCAN, or not strings: none */
-
-            if (v->type != REDIS_REPLY_STRING
-                || ngx_omniroute_redis_lease_decode(link, (u_char *) v->str,
-                                                    v->len, &l)
-                   != NGX_OK)
-            {
-                continue;
-            }
-
-            (void) ngx_omniroute_lease_apply(link->store, link->lock, &l);
-
-            if (l.state == OR_LEASE_ACTIVE) {
-                kept = ngx_array_push(&link->loaded);
-                if (kept) {
-                    *kept = l;
-                }
-            }
-        }
-
-    } else if (reply) {
-        ngx_omniroute_redis_lease_fail(link, "MGET failed");
-        return;
-    }
-
-    if (ngx_strcmp(link->cursor, "0") != 0) {
-        ngx_omniroute_redis_lease_scan(link);
+    if (!link->loading) {
         return;
     }
 

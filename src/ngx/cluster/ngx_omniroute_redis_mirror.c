@@ -70,7 +70,10 @@ static void ngx_omniroute_redis_on_epoch(redisAsyncContext *ac, void *r,
     void *data);
 
 static void ngx_omniroute_redis_start_sync(ngx_omniroute_redis_link_t *link);
-static void ngx_omniroute_redis_scan(ngx_omniroute_redis_link_t *link);
+static ngx_int_t ngx_omniroute_redis_load_batch(
+    ngx_omniroute_redis_machine_t *m, ngx_str_t *keys, redisReply **values,
+    ngx_uint_t n);
+static void ngx_omniroute_redis_load_done(ngx_omniroute_redis_machine_t *m);
 static void ngx_omniroute_redis_begin_push(ngx_omniroute_redis_link_t *link);
 static void ngx_omniroute_redis_push_step(ngx_omniroute_redis_link_t *link);
 static void ngx_omniroute_redis_end_sync(ngx_omniroute_redis_link_t *link);
@@ -86,12 +89,6 @@ static void ngx_omniroute_redis_on_reply(redisAsyncContext *ac, void *r,
     void *data);
 static void ngx_omniroute_redis_on_ping(redisAsyncContext *ac, void *r,
     void *data);
-static void ngx_omniroute_redis_on_scan(redisAsyncContext *ac, void *r,
-    void *data);
-static void ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r,
-    void *data);
-
-
 static ngx_omniroute_redis_link_t  *ngx_omniroute_redis_link;
 
 /* what an epoch GET is for (its callback's data) */
@@ -587,7 +584,8 @@ ngx_omniroute_redis_heartbeat(ngx_omniroute_redis_link_t *link)
     argv[2] = (const char *) link->msg;
     argvlen[2] = len;
 
-    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_reply,
+    (void) ngx_omniroute_redis_command(&link->m.cmd,
+                                       ngx_omniroute_redis_on_reply,
                                        NULL, 3, argv, argvlen);
 }
 
@@ -798,7 +796,8 @@ ngx_omniroute_redis_push(ngx_omniroute_redis_link_t *link, ngx_uint_t table,
     argv[2] = (const char *) link->msg;
     argvlen[2] = mlen;
 
-    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_reply,
+    (void) ngx_omniroute_redis_command(&link->m.cmd,
+                                       ngx_omniroute_redis_on_reply,
                                        NULL, 3, argv, argvlen);
 
     (void) ngx_atomic_fetch_add(&link->stats->published, 1);
@@ -854,9 +853,6 @@ ngx_omniroute_redis_start_sync(ngx_omniroute_redis_link_t *link)
     if (ngx_array_init(&link->seen, link->sync_pool, 256,
                        sizeof(ngx_omniroute_redis_seen_t))
         != NGX_OK
-        || ngx_array_init(&link->keys, link->sync_pool,
-                          NGX_OMNIROUTE_REDIS_SCAN_COUNT, sizeof(ngx_str_t))
-           != NGX_OK
         || ngx_array_init(&link->push, link->sync_pool, 256,
                           sizeof(ngx_omniroute_redis_record_t))
            != NGX_OK)
@@ -868,13 +864,19 @@ ngx_omniroute_redis_start_sync(ngx_omniroute_redis_link_t *link)
     link->syncing = 1;
     link->pushing = 0;
     link->loaded = 0;
-    link->scan_cursor[0] = '0';
-    link->scan_cursor[1] = '\0';
 
     /* before the SCAN: a flush from now on changes what we learn here */
     ngx_omniroute_redis_epoch_learn(link);
 
-    ngx_omniroute_redis_scan(link);
+    if (link->state != NGX_OMNIROUTE_REDIS_DOWN
+        && ngx_omniroute_redis_conn_load(&link->m, &link->rmcf->prefix, "*",
+                                         NULL, link->sync_pool,
+                                         ngx_omniroute_redis_load_batch,
+                                         ngx_omniroute_redis_load_done)
+           != NGX_OK)
+    {
+        ngx_omniroute_redis_fail(link, "could not allocate the sync pool");
+    }
 }
 
 
@@ -931,7 +933,8 @@ ngx_omniroute_redis_epoch_learn(ngx_omniroute_redis_link_t *link)
     argv[0] = "GET";
     argvlen[0] = 3;
 
-    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_epoch,
+    (void) ngx_omniroute_redis_command(&link->m.cmd,
+                                       ngx_omniroute_redis_on_epoch,
                                        &ngx_omniroute_redis_epoch_learning, 2,
                                        argv, argvlen);
 }
@@ -956,7 +959,8 @@ ngx_omniroute_redis_epoch_check(ngx_omniroute_redis_link_t *link)
     argv[1] = (const char *) link->epoch_key.data;
     argvlen[1] = link->epoch_key.len;
 
-    (void) ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_epoch,
+    (void) ngx_omniroute_redis_command(&link->m.cmd,
+                                       ngx_omniroute_redis_on_epoch,
                                        &ngx_omniroute_redis_epoch_checking, 2,
                                        argv, argvlen);
 }
@@ -1033,189 +1037,35 @@ ngx_omniroute_redis_on_epoch(redisAsyncContext *ac, void *r, void *data)
 }
 
 
-static void
-ngx_omniroute_redis_scan(ngx_omniroute_redis_link_t *link)
+/* a batch of the full load: merged into the store */
+
+static ngx_int_t
+ngx_omniroute_redis_load_batch(ngx_omniroute_redis_machine_t *m,
+    ngx_str_t *k, redisReply **values, ngx_uint_t n)
 {
-    u_char                           *p;
-    const char                       *argv[6];
-    size_t                            argvlen[6];
-    u_char                            count[NGX_INT_T_LEN];
-    ngx_omniroute_redis_main_conf_t  *rmcf;
-
-    rmcf = link->rmcf;
-
-    /* the prefix has no glob characters (checked at configuration) */
-
-    p = ngx_cpymem(link->rkey, rmcf->prefix.data, rmcf->prefix.len);
-    *p++ = '*';
-
-    argv[0] = "SCAN";
-    argvlen[0] = 4;
-    argv[1] = (const char *) link->scan_cursor;
-    argvlen[1] = ngx_strlen(link->scan_cursor);
-    argv[2] = "MATCH";
-    argvlen[2] = 5;
-    argv[3] = (const char *) link->rkey;
-    argvlen[3] = p - link->rkey;
-    argv[4] = "COUNT";
-    argvlen[4] = 5;
-    argv[5] = (const char *) count;
-    argvlen[5] = ngx_sprintf(count, "%d", NGX_OMNIROUTE_REDIS_SCAN_COUNT)
-                 - count;
-
-    if (ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_scan,
-                                    NULL, 6, argv, argvlen)
-        != NGX_OK)
-    {
-        ngx_omniroute_redis_fail(link, "could not send SCAN");
-    }
-}
-
-
-static void
-ngx_omniroute_redis_on_scan(redisAsyncContext *ac, void *r, void *data)
-{
-    redisReply                  *reply = r;
-    ngx_omniroute_redis_conn_t  *rc = ac->data;
-
-    size_t                       i;
-    ngx_str_t                   *k;
-    redisReply                  *cur, *keys;
-    const char                 **argv;
-    size_t                      *argvlen;
-    ngx_omniroute_redis_link_t  *link;
-
-    ngx_omniroute_redis_replied(rc);
-
-    link = rc->link;
-
-    if (reply == NULL || !link->syncing) {
-        return;
-    }
-
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
-        || reply->element[0]->type != REDIS_REPLY_STRING
-        || reply->element[0]->len >= sizeof(link->scan_cursor)
-        || reply->element[1]->type != REDIS_REPLY_ARRAY)
-    {
-        ngx_omniroute_redis_fail(link, "SCAN failed: %s",
-                                 reply->type == REDIS_REPLY_ERROR
-                                 ? reply->str : "unexpected reply");
-        return;
-    }
-
-    cur = reply->element[0];
-    keys = reply->element[1];
-
-    ngx_memcpy(link->scan_cursor, cur->str, cur->len);
-    link->scan_cursor[cur->len] = '\0';
-
-    if (keys->elements == 0) {
-
-        if (ngx_strcmp(link->scan_cursor, "0") == 0) {
-            ngx_omniroute_redis_begin_push(link);
-
-        } else {
-            ngx_omniroute_redis_scan(link);
-        }
-
-        return;
-    }
-
-    /* the names, for the MGET reply; then MGET them all */
-
-    link->keys.nelts = 0;
-
-    argv = ngx_palloc(link->sync_pool, (keys->elements + 1) * sizeof(char *));
-    argvlen = ngx_palloc(link->sync_pool,
-                         (keys->elements + 1) * sizeof(size_t));
-
-    if (argv == NULL || argvlen == NULL) {
-        ngx_omniroute_redis_fail(link, "could not allocate the sync pool");
-        return;
-    }
-
-    argv[0] = "MGET";
-    argvlen[0] = 4;
-
-    for (i = 0; i < keys->elements; i++) {
-
-        if (keys->element[i]->type != REDIS_REPLY_STRING) {
-            ngx_omniroute_redis_fail(link, "SCAN failed: unexpected reply");
-            return;
-        }
-
-        k = ngx_array_push(&link->keys);
-        if (k == NULL) {
-            ngx_omniroute_redis_fail(link, "could not allocate the sync pool");
-            return;
-        }
-
-        k->len = keys->element[i]->len;
-        k->data = ngx_pnalloc(link->sync_pool, k->len);
-
-        if (k->data == NULL) {
-            ngx_omniroute_redis_fail(link, "could not allocate the sync pool");
-            return;
-        }
-
-        ngx_memcpy(k->data, keys->element[i]->str, k->len);
-
-        argv[i + 1] = (const char *) k->data;
-        argvlen[i + 1] = k->len;
-    }
-
-    if (ngx_omniroute_redis_command(&link->m.cmd, ngx_omniroute_redis_on_mget,
-                                    NULL, (int) keys->elements + 1, argv,
-                                    argvlen)
-        != NGX_OK)
-    {
-        ngx_omniroute_redis_fail(link, "could not send MGET");
-    }
-}
-
-
-static void
-ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r, void *data)
-{
-    redisReply                  *reply = r;
-    ngx_omniroute_redis_conn_t  *rc = ac->data;
+    ngx_omniroute_redis_link_t  *link = m->link;
 
     u_char                           *value, *colon;
     size_t                            i, size, plen;
     ngx_int_t                         table, rv;
     or_msec_t                         time, mtime;
-    ngx_str_t                        *k, key;
+    ngx_str_t                         key;
     ngx_uint_t                        changed;
     const char                       *why;
     redisReply                       *v;
-    ngx_omniroute_redis_link_t       *link;
     ngx_omniroute_redis_seen_t       *s;
     ngx_omniroute_redis_main_conf_t  *rmcf;
 
-    ngx_omniroute_redis_replied(rc);
-
-    link = rc->link;
     rmcf = link->rmcf;
 
-    if (reply == NULL || !link->syncing) {
-        return;
+    if (!link->syncing) {
+        return NGX_OK;
     }
 
-    if (reply->type != REDIS_REPLY_ARRAY
-        || reply->elements != link->keys.nelts)
-    {
-        ngx_omniroute_redis_fail(link, "MGET failed: %s",
-                                 reply->type == REDIS_REPLY_ERROR
-                                 ? reply->str : "unexpected reply");
-        return;
-    }
-
-    k = link->keys.elts;
     plen = rmcf->prefix.len;
 
-    for (i = 0; i < reply->elements; i++) {
-        v = reply->element[i];
+    for (i = 0; i < n; i++) {
+        v = values[i];
 
         if (v->type != REDIS_REPLY_STRING) {
             continue;           /* expired since the SCAN */
@@ -1275,7 +1125,7 @@ ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r, void *data)
             if (s == NULL) {
                 ngx_omniroute_redis_fail(link,
                                          "could not allocate the sync pool");
-                return;
+                return NGX_ERROR;
             }
 
             s->key = ngx_omniroute_redis_key_hash(table, &key);
@@ -1283,11 +1133,17 @@ ngx_omniroute_redis_on_mget(redisAsyncContext *ac, void *r, void *data)
         }
     }
 
-    if (ngx_strcmp(link->scan_cursor, "0") == 0) {
-        ngx_omniroute_redis_begin_push(link);
+    return NGX_OK;
+}
 
-    } else {
-        ngx_omniroute_redis_scan(link);
+
+static void
+ngx_omniroute_redis_load_done(ngx_omniroute_redis_machine_t *m)
+{
+    ngx_omniroute_redis_link_t  *link = m->link;
+
+    if (link->syncing) {
+        ngx_omniroute_redis_begin_push(link);
     }
 }
 
