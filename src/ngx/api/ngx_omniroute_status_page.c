@@ -4,11 +4,11 @@
  *
  * GET /status: one self-contained HTML page (CSS and script inline, no
  * external assets) that renders the breaker, cooldown, lockout, lease,
- * client key budget and fallback tables from the JSON API, and draws (inline SVG, made by its
- * own script) each provider's attempts per second, share of failed
- * attempts and latency over the last minutes and each breaker's state
- * over the same minutes, from GET /api/monitoring/timeseries; it
- * refreshes itself (SPEC §12).
+ * client key budget and fallback tables from the JSON API, and draws
+ * (inline SVG, made by its own script) each provider's attempts per
+ * second, share of failed attempts and latency over the last minutes and
+ * each breaker's state over the same minutes, from GET
+ * /api/monitoring/timeseries; it refreshes itself (SPEC §12).
  *
  * The page holds no state and is served without a token; its script reads
  * the API token from the URL fragment ("#token=...", never sent to the
