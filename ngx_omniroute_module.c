@@ -242,6 +242,13 @@ static ngx_command_t  ngx_omniroute_commands[] = {
       0,
       NULL },
 
+    { ngx_string("omniroute_client_key_limit_nodes"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_omniroute_client_key_limit_nodes,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("omniroute_client_key_brake"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
       ngx_omniroute_client_key_brake,

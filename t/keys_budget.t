@@ -376,5 +376,15 @@ is(scalar @{$r->{json}{budgets}}, 6, 'api: every key\'s rule, and the '
 is(api('GET', '/api/keys/budgets?key=nope')->{status}, 404,
    'api: an unknown key is 404');
 
+# a reload keeps the counters and the runtime limits, by rule name
+
+my $tokens = rule('tok')->{tokens}{output};
+$t->reload;
+is(rule('tok')->{tokens}{output}, $tokens, 'reload: the counters stay');
+is(rule('free')->{limits}{requests_per_minute}{source}, 'runtime',
+   'reload: the runtime limit stays');
+is(rule('mod', 'mini')->{refused}{requests_per_minute}, 1,
+   'reload: a model rule keeps its slot');
+
 $t->done;
 done_testing;

@@ -147,6 +147,10 @@ for my $f (['oc', $chat, $OUT], ['an', '/v1/messages', $OUT],
     my ($k, $path, $out) = @$f;
     my $r = $t->post($gw, $path, body("m$k"), auth('fmt'));
     is($r->{status}, 200, "$k: the stream answered");
+    is($r->{headers}{$path eq '/v1/messages'
+                     ? 'anthropic-ratelimit-tokens-limit'
+                     : 'x-ratelimit-limit-tokens'}, 1000000,
+       "$k: the stream's headers carry the token limit");
     ok(settled('fmt'), "$k: settled");
     $used += $IN + $out;
     is(day('fmt')->{used}, $used,

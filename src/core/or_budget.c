@@ -153,6 +153,8 @@ or_budget_roll(or_budget_win_t *w, uint64_t id)
         w->window = id;
         w->used = 0;
         w->reserved = 0;
+        w->remote = 0;
+        w->pushed = 0;
     }
 }
 
@@ -183,6 +185,32 @@ or_budget_reserved(const or_budget_t *b, int k, or_msec_t now)
 }
 
 
+uint64_t
+or_budget_others(const or_budget_t *b, int k, or_msec_t now)
+{
+    if (k < 0 || k >= OR_BUDGET_WINDOWS
+        || b->win[k].window != or_budget_window(k, now))
+    {
+        return 0;
+    }
+
+    return b->win[k].remote;
+}
+
+
+void
+or_budget_remote(or_budget_t *b, int k, uint64_t window, uint64_t total,
+    uint64_t mine)
+{
+    if (k < 0 || k >= OR_BUDGET_WINDOWS || b->win[k].window != window) {
+        return;
+    }
+
+    b->win[k].pushed = mine;
+    b->win[k].remote = or_budget_sub(total, mine);
+}
+
+
 int
 or_budget_admit(or_budget_t *b, const or_budget_conf_t *c, or_msec_t now,
     uint64_t in, uint64_t out, or_budget_ticket_t *t, or_msec_t *retry)
@@ -209,6 +237,7 @@ or_budget_admit(or_budget_t *b, const or_budget_conf_t *c, or_msec_t now,
 
         taken = or_budget_add(or_budget_used(b, k, now),
                               or_budget_reserved(b, k, now));
+        taken = or_budget_add(taken, or_budget_others(b, k, now));
 
         if (or_budget_add(taken, a[k]) > limit) {
             wait = or_budget_window_end(k, now) - now;
@@ -315,6 +344,7 @@ or_budget_view(const or_budget_t *b, const or_budget_conf_t *c, int k,
 
     taken = or_budget_add(or_budget_used(b, k, now),
                           or_budget_reserved(b, k, now));
+    taken = or_budget_add(taken, or_budget_others(b, k, now));
 
     v->remaining = or_budget_sub(v->limit, taken);
     v->reset = or_budget_window_end(k, now) - now;

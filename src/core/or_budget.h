@@ -63,6 +63,8 @@ typedef struct {
     uint64_t     window;        /* its id: minute, day or month number */
     uint64_t     used;          /* settled */
     uint64_t     reserved;      /* estimates of requests in flight */
+    uint64_t     remote;        /* the other nodes' usage (a cluster) */
+    uint64_t     pushed;        /* of used, what the cluster counted */
 } or_budget_win_t;
 
 
@@ -127,6 +129,18 @@ void or_budget_view(const or_budget_t *b, const or_budget_conf_t *c, int k,
 /* used and reserved of window k at now (0 when it has ended) */
 uint64_t or_budget_used(const or_budget_t *b, int k, or_msec_t now);
 uint64_t or_budget_reserved(const or_budget_t *b, int k, or_msec_t now);
+
+/* the other nodes' usage of window k at now (a cluster), counted too */
+uint64_t or_budget_others(const or_budget_t *b, int k, or_msec_t now);
+
+/*
+ * A cluster (R-BUDGET-5): the other nodes' usage of window k as the
+ * shared counter told it (total: the cluster's count for the window the
+ * id names, mine: our used it includes); ignored when the window is not
+ * the current one.  remote counts at admission and in the view.
+ */
+void or_budget_remote(or_budget_t *b, int k, uint64_t window,
+    uint64_t total, uint64_t mine);
 
 /* the name of limit k, as the configuration and the answers spell it */
 const char *or_budget_name(int k);

@@ -308,9 +308,49 @@ tb_cancel(void)
 }
 
 
+static void
+tb_remote(void)
+{
+    int                 k;
+    or_msec_t           retry;
+    or_budget_t         b;
+    or_budget_conf_t    c;
+    or_budget_ticket_t  t;
+
+    memset(&b, 0, sizeof(b));
+    memset(&c, 0, sizeof(c));
+    memset(&t, 0, sizeof(t));
+    c.limit[OR_BUDGET_REQUESTS] = 4;
+
+    or_is_int(or_budget_admit(&b, &c, T0, 1, 1, &t, &retry), OR_BUDGET_NONE,
+              "R-BUDGET-5 one here");
+    or_budget_settle(&b, &t, T0, 1, 1);
+
+    or_budget_remote(&b, OR_BUDGET_REQUESTS,
+                     or_budget_window(OR_BUDGET_REQUESTS, T0), 4, 1);
+    or_is_int((int64_t) or_budget_others(&b, OR_BUDGET_REQUESTS, T0), 3,
+              "R-BUDGET-5 three elsewhere");
+    k = or_budget_admit(&b, &c, T0 + 10, 1, 1, &t, &retry);
+    or_is_int(k, OR_BUDGET_REQUESTS, "R-BUDGET-5 the cluster's count "
+              "refuses");
+
+    or_budget_remote(&b, OR_BUDGET_REQUESTS, 1, 0, 0);
+    or_is_int((int64_t) or_budget_others(&b, OR_BUDGET_REQUESTS, T0), 3,
+              "R-BUDGET-5 another window's count is ignored");
+    or_is_int((int64_t) or_budget_others(&b, OR_BUDGET_REQUESTS,
+                                         T0 + 60000), 0,
+              "R-BUDGET-5 the next minute starts over");
+    or_budget_remote(&b, OR_BUDGET_REQUESTS,
+                     or_budget_window(OR_BUDGET_REQUESTS, T0), 0, 1);
+    or_is_int((int64_t) or_budget_others(&b, OR_BUDGET_REQUESTS, T0), 0,
+              "R-BUDGET-5 a total below ours: none elsewhere");
+}
+
+
 int
 main(void)
 {
+    tb_remote();
     tb_max_tokens();
     tb_cancel();
     tb_windows();

@@ -138,7 +138,7 @@ ngx_omniroute_api_budget_rule(ngx_omniroute_budget_conf_t *bc,
                             "in_flight", (json_int_t) slot->state.inflight);
 
         } else {
-            one = json_pack("{s:I,s:s,s:I,s:I,s:o,s:I}",
+            one = json_pack("{s:I,s:s,s:I,s:I,s:I,s:o,s:I}",
                             "limit", (json_int_t) conf.limit[k],
                             "source", (slot->runtime_set & (1u << k))
                                       ? "runtime"
@@ -148,6 +148,8 @@ ngx_omniroute_api_budget_rule(ngx_omniroute_budget_conf_t *bc,
                                                                 k, now),
                             "reserved", (json_int_t) or_budget_reserved(
                                                      &slot->state, k, now),
+                            "others", (json_int_t) or_budget_others(
+                                                   &slot->state, k, now),
                             "remaining", conf.limit[k]
                                          ? json_integer(v.remaining)
                                          : json_null(),

@@ -3,12 +3,12 @@
  * Copyright (C) ngx_omniroute authors
  *
  * GET /status: one self-contained HTML page (CSS and script inline, no
- * external assets) that renders the breaker, cooldown, lockout and
- * fallback tables from the JSON API, and draws (inline SVG, made by its
- * own script) each provider's attempts per second, share of failed
- * attempts and latency over the last minutes and each breaker's state
- * over the same minutes, from GET /api/monitoring/timeseries; it
- * refreshes itself (SPEC §12).
+ * external assets) that renders the breaker, cooldown, lockout, lease,
+ * client key budget and fallback tables from the JSON API, and draws
+ * (inline SVG, made by its own script) each provider's attempts per
+ * second, share of failed attempts and latency over the last minutes and
+ * each breaker's state over the same minutes, from GET
+ * /api/monitoring/timeseries; it refreshes itself (SPEC §12).
  *
  * The page holds no state and is served without a token; its script reads
  * the API token from the URL fragment ("#token=...", never sent to the
@@ -141,6 +141,11 @@ static u_char  ngx_omniroute_status_body[] =
     "<table id=\"leases\"><thead><tr><th>connection</th><th>client key</th>\n"
     "<th>generation</th><th>expires in</th></tr></thead><tbody></tbody>"
     "</table>\n"
+    "<h2>Client key budgets</h2>\n"
+    "<table id=\"budgets\"><thead><tr><th>client key</th><th>model</th>\n"
+    "<th>requests/min</th><th>input tokens/min</th><th>output tokens/min"
+    "</th>\n<th>tokens/day</th><th>tokens/month</th><th>in flight</th>"
+    "<th>refused</th></tr></thead><tbody></tbody></table>\n"
     "<h2>Fallbacks</h2>\n"
     "<table id=\"fallbacks\"><thead><tr><th>reason</th><th>total</th>\n"
     "<th>since this page opened</th></tr></thead><tbody></tbody></table>\n";
@@ -343,7 +348,12 @@ static u_char  ngx_omniroute_status_js[] =
     "        return r.json();\n"
     "      });\n"
     "  }\n"
-    "  function render(h, c, l, ts, ls) {\n"
+    "  function budget(x, name) {\n"
+    "    var v = x.limits[name];\n"
+    "    var u = v.used + v.reserved + (v.others || 0);\n"
+    "    return v.limit ? u + \" / \" + v.limit : String(u);\n"
+    "  }\n"
+    "  function render(h, c, l, ts, ls, bs) {\n"
     "    skew = h.time - Date.now();\n"
     "    pictures(h, ts);\n"
     "    fill(\"providers\", Object.keys(h.providers).map(function (name) {\n"
@@ -386,6 +396,18 @@ static u_char  ngx_omniroute_status_js[] =
     "      return row([x.connection, x.key, x.generation,\n"
     "                  until(x.expires_at)], { connection: x.connection });\n"
     "    }), 4, \"no active leases\");\n"
+    "    fill(\"budgets\", (bs.budgets || []).map(function (x) {\n"
+    "      var n = 0;\n"
+    "      Object.keys(x.refused).forEach(function (k) { n += x.refused[k]; "
+    "});\n"
+    "      return row([x.key, x.model || \"-\", budget(x, \"requests_per_min"
+    "ute\"),\n"
+    "                  budget(x, \"input_tokens_per_minute\"),\n"
+    "                  budget(x, \"output_tokens_per_minute\"),\n"
+    "                  budget(x, \"tokens_per_day\"),\n"
+    "                  budget(x, \"tokens_per_month\"), x.in_flight, n],\n"
+    "                 { key: x.key });\n"
+    "    }), 9, \"no client keys\");\n"
     "    var fb = h.stats.fallbacks;\n"
     "    if (first === null) { first = fb; }\n"
     "    fill(\"fallbacks\", Object.keys(fb).filter(function (k) {\n"
@@ -404,11 +426,12 @@ static u_char  ngx_omniroute_status_js[] =
     "                 get(\"/api/resilience/cooldowns\"),\n"
     "                 get(\"/api/resilience/model-cooldowns\"),\n"
     "                 get(\"/api/monitoring/timeseries?seconds=\" + seconds),\n"
-    "                 get(\"/api/resilience/leases\")])\n"
+    "                 get(\"/api/resilience/leases\"),\n"
+    "                 get(\"/api/keys/budgets\")])\n"
     "      .then(function (v) {\n"
     "        $(\"err\").textContent = \"\";\n"
     "        $(\"login\").hidden = true;\n"
-    "        render(v[0], v[1], v[2], v[3], v[4]);\n"
+    "        render(v[0], v[1], v[2], v[3], v[4], v[5]);\n"
     "        document.body.setAttribute(\"data-loaded\", \"1\");\n"
     "        timer = setTimeout(load, refresh);\n"
     "      })\n"

@@ -10,6 +10,8 @@
  *       [output_tokens_per_minute=N] [tokens_per_day=N]
  *       [tokens_per_month=N] [concurrent=N] [output_estimate=N];
  *
+ *   omniroute_client_key_limit_nodes N;
+ *
  * Numbers may end in "k" (x 1000) or "m" (x 1000000).  The key is
  * resolved once the http block is read; one rule per key and model.
  */
@@ -276,6 +278,43 @@ invalid:
                        "invalid parameter \"%V\" of client key limit "
                        "\"%V\"", &value[i], &value[1]);
     return NGX_CONF_ERROR;
+}
+
+
+/* the nodes sharing the limits through Redis: a node's share when down */
+
+char *
+ngx_omniroute_client_key_limit_nodes(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_omniroute_main_conf_t *omcf = conf;
+
+    ngx_int_t                     n;
+    ngx_str_t                    *value;
+    ngx_omniroute_budget_conf_t  *bc;
+
+    bc = ngx_omniroute_budget_get(cf, omcf);
+    if (bc == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (bc->nodes) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    n = ngx_atoi(value[1].data, value[1].len);
+
+    if (n < 1 || n > 1000) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid number of nodes \"%V\": 1 to 1000",
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    bc->nodes = (ngx_uint_t) n;
+
+    return NGX_CONF_OK;
 }
 
 

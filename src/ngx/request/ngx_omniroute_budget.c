@@ -88,7 +88,8 @@ ngx_omniroute_budget_admit(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
     ngx_omniroute_budget_slot_t  *slot;
     ngx_omniroute_main_conf_t    *omcf;
 
-    if (ctx->auth == NULL || ctx->budget) {
+    if (ctx->auth == NULL || ctx->budget || r->method != NGX_HTTP_POST) {
+        /* a GET passed through (omniroute_models pass=) is no model's */
         return NGX_OK;
     }
 

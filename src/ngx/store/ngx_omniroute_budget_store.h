@@ -71,6 +71,9 @@ typedef struct ngx_omniroute_budget_conf_s {
     ngx_array_t                   rules;        /* ngx_omniroute_budget_rule_t;
                                                    each key's first */
     ngx_uint_t                    nkeys;        /* model rules from here */
+    ngx_uint_t                    nodes;        /* ..._limit_nodes: a
+                                                   node's share while
+                                                   Redis is down */
     ngx_shm_zone_t               *shm_zone;
     ngx_omniroute_budget_sh_t    *sh;
     ngx_slab_pool_t              *shpool;
@@ -80,6 +83,10 @@ typedef struct ngx_omniroute_budget_conf_s {
 /* omniroute_client_key_limit (conf/ngx_omniroute_budget_conf.c) */
 char *ngx_omniroute_client_key_limit(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+
+/* omniroute_client_key_limit_nodes N */
+char *ngx_omniroute_client_key_limit_nodes(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 
 /* at the end of ngx_omniroute_keys_init(): the rules resolved, the zone */
 ngx_int_t ngx_omniroute_budget_init(ngx_conf_t *cf,
