@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
-# Start the demo gateway in the foreground: nginx with conf.d/demo.conf on
+# Start the demo gateway in the foreground: nginx with demo.conf on
 # 127.0.0.1:8080 and three local demo providers.  Ctrl-C stops it.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-prefix="$root/build/demo"
+# In a checkout (make demo): the module built there, this folder's
+# omniroute_params, build/demo.  Installed from the Debian package (bash
+# /usr/share/doc/libnginx-mod-http-omniroute/examples/run-demo.sh): the
+# installed module and /etc/nginx/omniroute_params, a prefix under /tmp.
+# OMNIROUTE_DEMO_PREFIX picks another prefix.
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -f "$here/../ngx_omniroute_module.c" ]; then
+    root=$(cd "$here/.." && pwd)
+    module="$root/build/nginx/ngx_http_omniroute_module.so"
+    params="$here/omniroute_params"
+    prefix="${OMNIROUTE_DEMO_PREFIX:-$root/build/demo}"
+else
+    module=/usr/lib/nginx/modules/ngx_http_omniroute_module.so
+    params=/etc/nginx/omniroute_params
+    prefix="${OMNIROUTE_DEMO_PREFIX:-${TMPDIR:-/tmp}/omniroute-demo}"
+fi
+for f in "$module" "$params" "$here/demo.conf"; do
+    [ -f "$f" ] || { echo "run-demo.sh: $f is missing" >&2; exit 1; }
+done
 
 mkdir -p "$prefix"/{keys,tmp,logs}
 printf 'sk-demo-flaky\n'  > "$prefix/keys/flaky-1"
@@ -12,8 +29,8 @@ printf 'sk-demo-steady\n' > "$prefix/keys/steady-1"
 printf 'sk-demo-claude\n' > "$prefix/keys/claude-1"
 printf 'demo-admin-token-0123456789\n' > "$prefix/keys/api-token"
 
-sed -e "s|%%ROOT%%|$root|g" -e "s|%%PREFIX%%|$prefix|g" \
-    "$root/conf.d/demo.conf" > "$prefix/nginx.conf"
+sed -e "s|%%MODULE%%|$module|g" -e "s|%%PARAMS%%|$params|g" \
+    -e "s|%%PREFIX%%|$prefix|g" "$here/demo.conf" > "$prefix/nginx.conf"
 
 nginx -p "$prefix/" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log" -t \
     >/dev/null

@@ -137,6 +137,24 @@ check "fallback: X-OmniRoute-Connection names the second" \
 check "no [alert]/[emerg]/[crit] in error.log" \
     sh -c "! grep -E '\[(alert|emerg|crit)\]' $r/var/log/nginx/error.log"
 
+# the shipped demo (examples/run-demo.sh, the README's "make demo" for an
+# installed package): the installed module and omniroute_params
+demo=$(in_root_isolated "$r" sh -c "
+    bash /usr/share/doc/$pkg/examples/run-demo.sh > /tmp/demo.out 2>&1 &
+    for i in \$(seq 50); do
+        curl -s -o /dev/null http://127.0.0.1:8080/ && break; sleep 0.2
+    done
+    curl -s -D - -H 'Content-Type: application/json' \
+        -d '{\"model\":\"smart\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}' \
+        http://127.0.0.1:8080/v1/chat/completions
+    kill \$(cat /tmp/omniroute-demo/nginx.pid)" 2>&1 || true)
+echo "$demo" | sed 's/^/# /'
+check "the shipped demo: smart answers 200" grep -q '^HTTP/1.1 200' <<<"$demo"
+check "the shipped demo: from steady-1 after flaky-1" \
+    grep -qi '^X-OmniRoute-Trail: flaky-1;503;[0-9]*ms, steady-1;200' <<<"$demo"
+check "the shipped demo: steady saw its own key" \
+    grep -q 'Hello from steady (key Bearer sk-demo-steady)' <<<"$demo"
+
 # removing the package disables the module (prerm), nginx -t still passes
 rm $r/etc/nginx/conf.d/omniroute-test.conf
 in_root "$r" apt-get remove -y -qq $pkg >/dev/null 2>&1 || fail "apt-get remove"
