@@ -8,6 +8,10 @@
  */
 
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE             /* memmem() */
+#endif
+
 #include <string.h>
 
 #include "or_sse_format.h"
@@ -1190,39 +1194,44 @@ or_sse_shape_escapes(const char *p, const char *end)
  */
 
 static const char *
-or_sse_shape_string(const char *data, size_t len)
+or_sse_shape_string(const char *data, size_t len, const or_sse_event_t *ev)
 {
-    size_t       i, k;
+    size_t       i, n, k;
     const char  *p, *e, *q, *at;
-    static const char  *keys[] = {
-        "\"arguments\":\"", "\"partial_json\":\"",
+    static const char  *tool[] = { "\"arguments\":\"", "\"partial_json\":\"" };
+    static const char  *reasoning[] = {
         "\"reasoning_content\":\"", "\"reasoning\":\"",
         "\"reasoning_text\":\"", "\"thinking\":\""
     };
+    const char  **keys;
+
+    if (ev->kind == OR_SSE_EV_TOOL) {
+        keys = tool;
+        n = sizeof(tool) / sizeof(tool[0]);
+
+    } else {
+        keys = reasoning;
+        n = sizeof(reasoning) / sizeof(reasoning[0]);
+    }
 
     at = NULL;
     e = data + len;
 
-    for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+    for (i = 0; i < n; i++) {
         k = strlen(keys[i]);
 
-        for (p = data; (size_t) (e - p) >= k; p = q + 1) {
-            q = memchr(p, keys[i][1], (e - p) - (k - 1));
+        for (p = data; p < e; p = q + 1) {
+            q = memmem(p, e - p, keys[i], k);
 
             if (q == NULL) {
                 break;
-            }
-
-            if (q == data || q[-1] != '"' || memcmp(q - 1, keys[i], k) != 0)
-            {
-                continue;
             }
 
             if (at != NULL) {
                 return NULL;
             }
 
-            at = q - 1 + k - 1;         /* the value's opening '"' */
+            at = q + k - 1;             /* the value's opening '"' */
         }
     }
 
@@ -1253,7 +1262,7 @@ or_sse_shape_learn(or_sse_shape_t *sh, const char *name, size_t name_len,
     } else if ((ev->kind == OR_SSE_EV_TOOL || ev->kind == OR_SSE_EV_REASONING)
                && ev->text_bytes == 0)
     {
-        at = or_sse_shape_string(data, data_len);
+        at = or_sse_shape_string(data, data_len, ev);
         measured = 0;
 
     } else {
