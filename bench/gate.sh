@@ -4,8 +4,8 @@
 # and the module side minus plain proxy_pass) against its budget there.
 # Fails when a figure exceeds its budget by more than GATE_TOLERANCE
 # percent (10); says so when one is far below it (the budget can come
-# down).  callgrind counts the same on every run, however busy the
-# machine: the gate is not flaky.
+# down).  callgrind counts the same on every run to a few per cent,
+# however busy the machine: the gate is not flaky.
 #
 #   bench/gate.sh                 (or: make bench-gate, after make)
 #   GATE_CASES="tiny sse" bench/gate.sh      some of the cases

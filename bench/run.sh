@@ -38,8 +38,10 @@
 #   CASES="tiny sse" DURATION=10 ROUNDS=5 bench/run.sh
 #   MEASURE=instr bench/run.sh         instructions per request instead
 #
-# Each case (wrk mode) ends with LAT_DURATION (3) s of wrk -c1 per side:
-# the latency the module adds at concurrency 1 (p50, p99), in the summary.
+# Each two-sided case (wrk mode) ends with LAT_DURATION (6) s of wrk -c1
+# per side, in LAT_ROUNDS (3) rounds, the order rotating: the latency the
+# module adds at concurrency 1 (medians of the rounds' p50 and p99), in
+# the summary.
 #
 # MEASURE=instr runs the gateway under valgrind's callgrind (one process,
 # no master) and counts the instructions it executes per request, in its
@@ -82,7 +84,8 @@ THREADS=${THREADS:-1}
 CASES=${CASES:-tiny rewrite-8k same-8k same-150k rewrite-150k sse sse-400 sse-paced pool memory}
 PACED_GAP_MS=${PACED_GAP_MS:-2}
 PACED_CONNS=${PACED_CONNS:-8}
-LAT_DURATION=${LAT_DURATION:-3}
+LAT_DURATION=${LAT_DURATION:-6}
+LAT_ROUNDS=${LAT_ROUNDS:-3}
 POOL=${POOL:-500}
 POOL_COOLING=${POOL_COOLING:-50}
 POOL_KIB=${POOL_KIB:-8}
@@ -464,19 +467,27 @@ us() {
         printf "%.0f", n * f }'
 }
 
-# latency ID NUM TITLE PLAIN_PATH PLAIN_BODY OMNI_BODY: LAT_DURATION s of
-# wrk -c1 per side (plain first, then module), p50 and p99 in us; a row of
-# latency.md: what the module adds at concurrency 1
+# latency ID NUM TITLE PLAIN_PATH PLAIN_BODY OMNI_BODY: wrk -c1 per side,
+# LAT_ROUNDS (3) rounds of LAT_DURATION / LAT_ROUNDS s, the order rotating;
+# the median p50 and p99 of each side in us; a row of latency.md: what the
+# module adds at concurrency 1
 latency() {
-    local id=$1 num=$2 title=$3 pp50 pp99 mp50 mp99 p50 p99 rps bad cpu
-    local save=$DURATION
-    DURATION=$LAT_DURATION
-    read -r rps p50 p99 bad cpu <<<"$(wrkrun "$4" "$5" 1)"
-    pp50=$(us "$p50"); pp99=$(us "$p99")
-    read -r rps p50 p99 bad cpu <<<"$(wrkrun /omni/chat/completions "$6" 1)"
-    alive
-    mp50=$(us "$p50"); mp99=$(us "$p99")
+    local id=$1 num=$2 title=$3 pp50 pp99 mp50 mp99 p50 p99 rps bad cpu i k
+    local save=$DURATION path file
+    DURATION=$(awk -v d="$LAT_DURATION" -v r="$LAT_ROUNDS" 'BEGIN { d /= r; print d < 1 ? 1 : int(d) }')
+    rm -f "$res/$id.lat.0" "$res/$id.lat.1"
+    for i in $(seq 1 "$LAT_ROUNDS"); do
+        for k in 0 1; do
+            k=$(( (k + i - 1) % 2 ))
+            if [ "$k" = 0 ]; then path=$4 file=$5; else path=/omni/chat/completions file=$6; fi
+            read -r rps p50 p99 bad cpu <<<"$(wrkrun "$path" "$file" 1)"
+            alive
+            echo "$(us "$p50") $(us "$p99")" >> "$res/$id.lat.$k"
+        done
+    done
     DURATION=$save
+    pp50=$(col 1 med "$res/$id.lat.0"); pp99=$(col 2 med "$res/$id.lat.0")
+    mp50=$(col 1 med "$res/$id.lat.1"); mp99=$(col 2 med "$res/$id.lat.1")
     echo "added latency at concurrency 1: p50 +$((mp50 - pp50)) us" \
          "(plain $pp50, module $mp50), p99 +$((mp99 - pp99)) us (plain $pp99, module $mp99)"
     printf '| %s | %s | %s / %s | %s / %s | %+d | %+d |\n' "$num" "$title" \
@@ -703,7 +714,7 @@ n=$(grep -c '\[error\]' "$prefix/error.log" || true)
     cat "$table"
     if [ -s "$lat_table" ]; then
         echo
-        echo "Added latency at concurrency 1 (wrk -c1, ${LAT_DURATION} s per side), in us:"
+        echo "Added latency at concurrency 1 (wrk -c1, ${LAT_DURATION} s per side in $LAT_ROUNDS rounds; medians), in us:"
         echo
         echo "| # | case | plain p50 / p99 | module p50 / p99 | added p50 | added p99 |"
         echo "|---|---|---|---|---|---|"

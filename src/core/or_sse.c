@@ -316,6 +316,10 @@ or_sse_whole(or_sse_t *s, const char *buf, const char *last,
         s->wire_suffix = p - (data + data_len - s->shape.suffix);
         s->wire_tail = p - (data + data_len);
         s->wire_format = s->shape.format;
+        s->wire_kind = s->shape.kind;
+        s->wire_content = s->shape.content;
+        s->wire_progress = s->shape.progress;
+        s->wire_measured = s->shape.measured;
         s->wire_name_len = name_len;
 
         if (name_len) {
@@ -378,12 +382,12 @@ or_sse_wire(or_sse_t *s, const char *buf, const char *last,
 
     memset(ev, 0, sizeof(or_sse_event_t));
 
-    ev->kind = OR_SSE_EV_TEXT;
+    ev->kind = s->wire_kind;
     ev->format = s->wire_format;
-    ev->content = 1;
-    ev->progress = 1;
-    ev->text_bytes = n;
-    ev->text_at = t - 1;
+    ev->content = s->wire_content;
+    ev->progress = s->wire_progress;
+    ev->text_bytes = s->wire_measured ? n : 0;
+    ev->text_at = s->wire_measured ? t - 1 : NULL;
     ev->name = s->wire_name;
     ev->name_len = s->wire_name_len;
     ev->data = buf + s->wire_data;
@@ -584,7 +588,7 @@ or_sse_dispatch(or_sse_t *s, or_sse_event_t *ev)
                                      s->data, s->data_len, s->data_total,
                                      ev))
     {
-        /* a text delta of the stream's skeleton: not read again */
+        /* a delta of the stream's skeleton: not read again */
         s->quick++;
         s->shaped = 1;
 

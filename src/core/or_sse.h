@@ -54,6 +54,10 @@ typedef struct {
     size_t           wire_tail;     /* bytes after its data */
     size_t           wire_name_len;
     or_sse_format_e  wire_format;
+    or_sse_kind_e    wire_kind;
+    unsigned         wire_content:1;
+    unsigned         wire_progress:1;
+    unsigned         wire_measured:1;
     char             wire_name[OR_SSE_NAME_MAX];
     char             wire[OR_SSE_SHAPE_MAX + OR_SSE_NAME_MAX + 16];
 } or_sse_t;

@@ -8,6 +8,10 @@
  */
 
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE             /* memmem() */
+#endif
+
 #include <string.h>
 
 #include "or_sse_format.h"
@@ -1183,38 +1187,106 @@ or_sse_shape_escapes(const char *p, const char *end)
 }
 
 
+/*
+ * The one string of a tool or reasoning delta the reading looks at only
+ * for being empty: the value of the one member of those names in data,
+ * or NULL (none, or several).
+ */
+
+static const char *
+or_sse_shape_string(const char *data, size_t len, const or_sse_event_t *ev)
+{
+    size_t       i, n, k;
+    const char  *p, *e, *q, *at;
+    static const char  *tool[] = { "\"arguments\":\"", "\"partial_json\":\"" };
+    static const char  *reasoning[] = {
+        "\"reasoning_content\":\"", "\"reasoning\":\"",
+        "\"reasoning_text\":\"", "\"thinking\":\""
+    };
+    const char  **keys;
+
+    if (ev->kind == OR_SSE_EV_TOOL) {
+        keys = tool;
+        n = sizeof(tool) / sizeof(tool[0]);
+
+    } else {
+        keys = reasoning;
+        n = sizeof(reasoning) / sizeof(reasoning[0]);
+    }
+
+    at = NULL;
+    e = data + len;
+
+    for (i = 0; i < n; i++) {
+        k = strlen(keys[i]);
+
+        for (p = data; p < e; p = q + 1) {
+            q = memmem(p, e - p, keys[i], k);
+
+            if (q == NULL) {
+                break;
+            }
+
+            if (at != NULL) {
+                return NULL;
+            }
+
+            at = q + k - 1;             /* the value's opening '"' */
+        }
+    }
+
+    return at;
+}
+
+
 int
 or_sse_shape_learn(or_sse_shape_t *sh, const char *name, size_t name_len,
     const char *data, size_t data_len, const or_sse_event_t *ev)
 {
-    int          complete;
+    int          complete, measured;
     long         n;
     size_t       prefix, suffix;
-    const char  *e, *end;
+    const char  *e, *end, *at;
 
-    if (ev->kind != OR_SSE_EV_TEXT || ev->text_at == NULL
-        || !ev->content || !ev->progress || ev->finish || ev->refusal
+    if (!ev->content || !ev->progress || ev->finish || ev->refusal
         || ev->truncated || ev->malformed || ev->usage || ev->usage_only
-        || ev->status != 0 || name_len > OR_SSE_NAME_MAX
-        || ev->text_at < data || ev->text_at >= data + data_len)
+        || ev->status != 0 || name_len > OR_SSE_NAME_MAX)
     {
         return 0;
     }
 
+    if (ev->kind == OR_SSE_EV_TEXT) {
+        at = ev->text_at;
+        measured = 1;
+
+    } else if ((ev->kind == OR_SSE_EV_TOOL || ev->kind == OR_SSE_EV_REASONING)
+               && ev->text_bytes == 0)
+    {
+        at = or_sse_shape_string(data, data_len, ev);
+        measured = 0;
+
+    } else {
+        return 0;
+    }
+
+    if (at == NULL || at < data || at >= data + data_len) {
+        return 0;
+    }
+
     e = data + data_len;
-    end = or_json_string_end(ev->text_at, e);
+    end = or_json_string_end(at, e);
 
-    if (end == NULL || !or_sse_shape_escapes(ev->text_at, end)) {
+    if (end == NULL || !or_sse_shape_escapes(at, end)) {
         return 0;
     }
 
-    n = or_sj_strlen(ev->text_at, e, &complete);
+    n = or_sj_strlen(at, e, &complete);
 
-    if (!complete || n <= 0 || (size_t) n != ev->text_bytes) {
+    if (!complete || n <= 0 || (measured && (size_t) n != ev->text_bytes)) {
         return 0;
     }
 
-    prefix = (size_t) (ev->text_at + 1 - data);
+    prefix = (size_t) (at + 1 - data);
     suffix = (size_t) (e - end);
 
     if (prefix + suffix > OR_SSE_SHAPE_MAX) {
@@ -1228,6 +1300,10 @@ or_sse_shape_learn(or_sse_shape_t *sh, const char *name, size_t name_len,
     sh->prefix = prefix;
     sh->suffix = suffix;
     sh->format = ev->format;
+    sh->kind = ev->kind;
+    sh->content = ev->content;
+    sh->progress = ev->progress;
+    sh->measured = measured;
 
     return 1;
 }
@@ -1283,18 +1359,18 @@ or_sse_shape_match(const or_sse_shape_t *sh, const char *name,
         }
     }
 
-    ev->kind = OR_SSE_EV_TEXT;
+    ev->kind = sh->kind;
     ev->format = sh->format;
-    ev->content = 1;
-    ev->progress = 1;
+    ev->content = sh->content;
+    ev->progress = sh->progress;
     ev->finish = 0;
     ev->refusal = 0;
     ev->truncated = 0;
     ev->malformed = 0;
     ev->usage_only = 0;
     ev->usage = 0;
-    ev->text_bytes = (size_t) n;
-    ev->text_at = v;
+    ev->text_bytes = sh->measured ? (size_t) n : 0;
+    ev->text_at = sh->measured ? v : NULL;
     ev->status = 0;
     ev->data_total = data_total;
     ev->data_len = data_len;

@@ -137,10 +137,14 @@ typedef struct {
 
 
 /*
- * The shape of a stream's text deltas (R-STREAM-1, issue 27): a provider
+ * The shape of a stream's deltas (R-STREAM-1, issue 27): a provider
  * sends its text deltas as one JSON skeleton around the text, the same
  * bytes from one event to the next (Chat: id, created, model, the choice
- * and its delta; Anthropic: the content_block_delta of a text_delta).
+ * and its delta; Anthropic: the content_block_delta of a text_delta); so
+ * too its tool-call argument deltas (Chat "arguments", Anthropic
+ * "partial_json") and reasoning deltas (Chat "reasoning_content",
+ * "reasoning", "reasoning_text", Anthropic "thinking"), whose strings the
+ * reading looks at only for being empty or not.
  * Once a delta has been classified in full, its bytes before and after
  * its text are kept; an event with the same name and the same bytes
  * around a different text (any JSON string: its escapes are read as the
@@ -159,6 +163,10 @@ typedef struct {
     size_t           suffix;        /* bytes after its closing '"' */
     size_t           name_len;
     or_sse_format_e  format;
+    or_sse_kind_e    kind;          /* TEXT, TOOL or REASONING */
+    unsigned         content:1;
+    unsigned         progress:1;
+    unsigned         measured:1;    /* text_bytes: the string's length */
     char             name[OR_SSE_NAME_MAX];
     char             bytes[OR_SSE_SHAPE_MAX];
 } or_sse_shape_t;

@@ -417,12 +417,108 @@ test_anthropic(void)
 }
 
 
+/* N deltas of pre STRING post, with odd events between */
+
+static char *
+deltas(const char *head, const char *pre, const char *post, size_t n,
+    const char **between, size_t nb, size_t *len)
+{
+    char    *buf, *p, text[64];
+    size_t   i;
+
+    buf = malloc(n * 600 + 65536);
+    p = buf;
+    p += put(p, head);
+
+    for (i = 0; i < n; i++) {
+        snprintf(text, sizeof(text), (i % 5 == 3) ? "\"{\\\"p\\\": %zu}\""
+                                                  : "\" part %zu\"", i);
+        p += put(p, pre);
+        p += put(p, text);
+        p += put(p, post);
+
+        if (nb && i % 23 == 7) {
+            p += put(p, between[(i / 23) % nb]);
+        }
+    }
+
+    p += put(p, "data: [DONE]\n\n");
+    *len = p - buf;
+
+    return buf;
+}
+
+
+#define TOOL_PRE                                                              \
+    "data: {\"id\":\"chatcmpl-T1\",\"object\":\"chat.completion.chunk\","    \
+    "\"created\":1764570000,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,"  \
+    "\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":"
+#define TOOL_POST  "}}]},\"logprobs\":null,\"finish_reason\":null}]}\n\n"
+#define RSN_PRE                                                               \
+    "data: {\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\","          \
+    "\"created\":1764570000,\"model\":\"deepseek-r1\",\"choices\":[{"         \
+    "\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\","        \
+    "\"reasoning_content\":"
+#define RSN_POST   "},\"finish_reason\":null}]}\n\n"
+#define AJSON_PRE                                                             \
+    "event: content_block_delta\n"                                            \
+    "data: {\"type\":\"content_block_delta\",\"index\":2,"                   \
+    "\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":"
+#define THINK_PRE                                                             \
+    "event: content_block_delta\n"                                            \
+    "data: {\"type\":\"content_block_delta\",\"index\":0,"                   \
+    "\"delta\":{\"type\":\"thinking_delta\",\"thinking\":"
+
+
+static void
+test_tools_reasoning(void)
+{
+    char        *buf;
+    size_t       i, len;
+    uint64_t     quick;
+    static const struct {
+        const char  *label, *pre, *post;
+    } kinds[] = {
+        { "Chat tool-call arguments", TOOL_PRE, TOOL_POST },
+        { "Chat reasoning_content", RSN_PRE, RSN_POST },
+        { "Anthropic input_json_delta", AJSON_PRE, ANT_POST },
+        { "Anthropic thinking_delta", THINK_PRE, ANT_POST },
+    };
+    static const char  *odd[] = {
+        TOOL_PRE "\"\"" TOOL_POST,
+        RSN_PRE "\"\"" RSN_POST,
+        THINK_PRE "\"\"" ANT_POST,
+        AJSON_PRE "\"\"" ANT_POST,
+        TOOL_PRE "\"a\",\"arguments\":\"b\"" TOOL_POST,
+        RSN_PRE "\"r\",\"reasoning\":\"\"" RSN_POST,
+        TOOL_PRE "\"x\\u00zz\"" TOOL_POST,
+        CHAT_PRE "\"text between\"" CHAT_POST,
+        TOOL_PRE "\"cut",
+        "\n\n",
+    };
+
+    for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        buf = deltas("", kinds[i].pre, kinds[i].post, 200, NULL, 0, &len);
+        quick = check(kinds[i].label, buf, len);
+        or_ok(quick >= 198, "issue 27: 200 %s deltas, %llu of them by "
+              "shape", kinds[i].label, (unsigned long long) quick);
+        free(buf);
+
+        buf = deltas("", kinds[i].pre, kinds[i].post, 200, odd,
+                     sizeof(odd) / sizeof(odd[0]), &len);
+        (void) check(kinds[i].label, buf, len);
+        free(buf);
+    }
+}
+
+
 int
 main(void)
 {
     test_fixtures();
     test_generated();
     test_anthropic();
+    test_tools_reasoning();
 
     return or_done();
 }
