@@ -9,7 +9,8 @@
  *   byte 3    provider configuration
  *   rest      header lines "name: value\n" up to an empty line, then body
  *
- * Checks the verdict's invariants and aborts when one is broken.
+ * Checks the verdict's invariants and aborts when one is broken; the body
+ * also goes through capability memory's readers (or_pace_cap_*).
  */
 
 
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "or_classify.h"
+#include "or_pace.h"
 
 
 #define FUZZ_MAX_HEADERS  16
@@ -237,6 +239,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     or_classify(i == FUZZ_NCONFS ? NULL : &fuzz_confs[i], &resp, &v);
     fuzz_check(&resp, &v);
+
+    /* capability memory (issue 25): a refusal's feature, a body's uses */
+
+    if (or_pace_cap_feature(body, resp.body_len) >= OR_PACE_CAP_MAX
+        || (or_pace_cap_uses(body, resp.body_len, 0)
+            >> OR_PACE_CAP_MAX) != 0)
+    {
+        abort();
+    }
 
     cnt = or_egress_siblings(i == FUZZ_NCONFS ? NULL : &fuzz_confs[i],
                              resp.status, &v, &conns[0], conns, 4, cool);

@@ -303,3 +303,237 @@ or_pace_valid(const void *value, size_t size, or_msec_t now)
 
     return NULL;
 }
+
+
+/* capability memory (issue 25): or_pace.h, 5. */
+
+static const char  *or_pace_cap_params[OR_PACE_CAP_PARAMS + 1] = {
+    "temperature", "top_p", "top_k", "presence_penalty",
+    "frequency_penalty", "logprobs", "top_logprobs", "logit_bias", "seed",
+    "stop", "n", "max_tokens", "max_completion_tokens",
+    "parallel_tool_calls", "reasoning_effort", "response_format",
+    "thinking", NULL
+};
+
+static const char  *or_pace_cap_names[OR_PACE_CAP_PARAM] = {
+    NULL, "prefill", "tools", "images"
+};
+
+
+static int
+or_pace_lower(int c)
+{
+    return (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c;
+}
+
+
+/* the first place of needle in hay, case-insensitive; NULL: none */
+
+static const char *
+or_pace_find(const char *hay, size_t len, const char *needle, int nocase)
+{
+    size_t  i, j, n;
+
+    n = strlen(needle);
+
+    if (n == 0 || n > len) {
+        return NULL;
+    }
+
+    for (i = 0; i + n <= len; i++) {
+        for (j = 0; j < n; j++) {
+            if (nocase ? or_pace_lower((unsigned char) hay[i + j])
+                         != (unsigned char) needle[j]
+                       : hay[i + j] != needle[j])
+            {
+                break;
+            }
+        }
+
+        if (j == n) {
+            return hay + i;
+        }
+    }
+
+    return NULL;
+}
+
+
+/* name quoted ('name', "name", `name`, \"name\") in the refusal */
+
+static int
+or_pace_cap_quoted(const char *body, size_t len, const char *name)
+{
+    size_t       n;
+    const char  *p, *end;
+
+    n = strlen(name);
+    end = body + len;
+    p = body;
+
+    while ((p = or_pace_find(p, end - p, name, 1)) != NULL) {
+        if (p > body && p + n < end
+            && (p[-1] == '\'' || p[-1] == '"' || p[-1] == '`')
+            && (p[n] == '\'' || p[n] == '"' || p[n] == '`'
+                || p[n] == '\\'))
+        {
+            return 1;
+        }
+
+        p += n;
+    }
+
+    return 0;
+}
+
+
+unsigned
+or_pace_cap_feature(const char *body, size_t len)
+{
+    unsigned  i;
+
+    if (body == NULL || len == 0) {
+        return OR_PACE_CAP_NONE;
+    }
+
+    if (or_pace_find(body, len, "prefill", 1)) {
+        return OR_PACE_CAP_PREFILL;
+    }
+
+    if (or_pace_find(body, len, "parameter", 1)
+        || or_pace_find(body, len, "unsupported_value", 1)
+        || or_pace_find(body, len, "\"param\"", 1))
+    {
+        for (i = 0; or_pace_cap_params[i]; i++) {
+            if (or_pace_cap_quoted(body, len, or_pace_cap_params[i])) {
+                return OR_PACE_CAP_PARAM + i;
+            }
+        }
+    }
+
+    if (or_pace_find(body, len, "image", 1)
+        || or_pace_find(body, len, "vision", 1))
+    {
+        return OR_PACE_CAP_IMAGES;
+    }
+
+    if (or_pace_find(body, len, "tool", 1)
+        || or_pace_find(body, len, "function call", 1))
+    {
+        return OR_PACE_CAP_TOOLS;
+    }
+
+    return OR_PACE_CAP_NONE;
+}
+
+
+/* the value after a key's ':' starts with value (a JSON string) */
+
+static int
+or_pace_cap_value(const char *p, const char *end, const char *value)
+{
+    size_t  n;
+
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) {
+        p++;
+    }
+
+    if (p == end || *p++ != ':') {
+        return 0;
+    }
+
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) {
+        p++;
+    }
+
+    if (value == NULL) {
+        return 1;
+    }
+
+    n = strlen(value);
+
+    return (size_t) (end - p) >= n && memcmp(p, value, n) == 0;
+}
+
+
+uint32_t
+or_pace_cap_uses(const char *body, size_t len, size_t ntools)
+{
+    char         key[32];
+    size_t       n;
+    unsigned     i;
+    uint32_t     uses;
+    const char  *p, *last, *end;
+
+    uses = 0;
+
+    if (ntools > 0) {
+        uses |= (uint32_t) 1 << OR_PACE_CAP_TOOLS;
+    }
+
+    if (body == NULL || len == 0) {
+        return uses;
+    }
+
+    end = body + len;
+
+    /* the last "role" key: an assistant turn last is a prefill */
+
+    last = NULL;
+
+    for (p = body; (p = or_pace_find(p, end - p, "\"role\"", 0)) != NULL;
+         p += 6)
+    {
+        if (or_pace_cap_value(p + 6, end, NULL)) {
+            last = p + 6;
+        }
+    }
+
+    if (last && or_pace_cap_value(last, end, "\"assistant\"")) {
+        uses |= (uint32_t) 1 << OR_PACE_CAP_PREFILL;
+    }
+
+    if (or_pace_find(body, len, "\"image_url\"", 0)
+        || or_pace_find(body, len, "\"input_image\"", 0)
+        || or_pace_find(body, len, "\"image\"", 0)
+        || or_pace_find(body, len, "\"inlineData\"", 0)
+        || or_pace_find(body, len, "\"inline_data\"", 0))
+    {
+        uses |= (uint32_t) 1 << OR_PACE_CAP_IMAGES;
+    }
+
+    for (i = 0; or_pace_cap_params[i]; i++) {
+        n = strlen(or_pace_cap_params[i]);
+
+        key[0] = '"';
+        memcpy(key + 1, or_pace_cap_params[i], n);
+        key[n + 1] = '"';
+        key[n + 2] = '\0';
+
+        for (p = body; (p = or_pace_find(p, end - p, key, 0)) != NULL;
+             p += n + 2)
+        {
+            if (or_pace_cap_value(p + n + 2, end, NULL)) {
+                uses |= (uint32_t) 1 << (OR_PACE_CAP_PARAM + i);
+                break;
+            }
+        }
+    }
+
+    return uses;
+}
+
+
+const char *
+or_pace_cap_name(unsigned feature)
+{
+    if (feature >= OR_PACE_CAP_PARAM && feature < OR_PACE_CAP_MAX) {
+        return or_pace_cap_params[feature - OR_PACE_CAP_PARAM];
+    }
+
+    if (feature > OR_PACE_CAP_NONE && feature < OR_PACE_CAP_PARAM) {
+        return or_pace_cap_names[feature];
+    }
+
+    return NULL;
+}

@@ -57,6 +57,23 @@
  *    until in [0, since + OR_PACE_MAX_MS], reserved 0.
  */
 
+/*
+ * 5. Capability memory (issue 25).  A `capability` refusal (the model
+ *    does not support something the request uses) is remembered per
+ *    (provider, model, feature) in a record of its own, an or_pace_t of
+ *    kind OR_PACE_KIND_PAUSE whose until is the end of the memory.
+ *    or_pace_cap_feature() tells the feature a refusal names, in this
+ *    order: prefill ("prefill"); a parameter of OR_PACE_CAP_PARAMS, quoted
+ *    in a refusal about a parameter ("unsupported parameter",
+ *    "unsupported_value", "parameter"), or as its "param" member; images
+ *    ("image", "vision"); tools ("tool", "function call"); else none (not
+ *    remembered).  or_pace_cap_uses() the features a request body uses,
+ *    as bits (1 << feature): prefill, its last "role" is "assistant";
+ *    tools, ntools > 0; images, an "image_url", "input_image", "image",
+ *    "inlineData" or "inline_data" string; a parameter, its name as a
+ *    key ("temperature":).  or_pace_cap_name() the feature's key part.
+ */
+
 #ifndef _OR_PACE_H_INCLUDED_
 #define _OR_PACE_H_INCLUDED_
 
@@ -77,6 +94,16 @@ typedef enum {
     OR_PACE_PAUSE,
     OR_PACE_LOCK
 } or_pace_e;
+
+
+/* the features of capability memory: bits of or_pace_cap_uses() */
+#define OR_PACE_CAP_NONE      0
+#define OR_PACE_CAP_PREFILL   1
+#define OR_PACE_CAP_TOOLS     2
+#define OR_PACE_CAP_IMAGES    3
+#define OR_PACE_CAP_PARAM     4         /* + the index in the list */
+#define OR_PACE_CAP_PARAMS    17        /* parameters remembered */
+#define OR_PACE_CAP_MAX       (OR_PACE_CAP_PARAM + OR_PACE_CAP_PARAMS)
 
 
 typedef enum {
@@ -122,6 +149,10 @@ or_msec_t or_pace_left(const or_pace_t *p, or_msec_t now);
 int or_pace_merge(or_pace_t *dst, const or_pace_t *src);
 int or_pace_equal(const or_pace_t *a, const or_pace_t *b);
 const char *or_pace_valid(const void *value, size_t size, or_msec_t now);
+
+unsigned or_pace_cap_feature(const char *body, size_t len);
+uint32_t or_pace_cap_uses(const char *body, size_t len, size_t ntools);
+const char *or_pace_cap_name(unsigned feature);
 
 
 #endif /* _OR_PACE_H_INCLUDED_ */

@@ -349,6 +349,90 @@ test_merge_valid(void)
 }
 
 
+/* issue 25: capability memory, the feature of a refusal and of a body */
+
+static void
+test_capability(void)
+{
+    uint32_t  u;
+
+    static const struct {
+        const char  *body;
+        const char  *name;
+    } refusals[] = {
+        { "{\"error\":{\"message\":\"This model does not support "
+          "assistant message prefill.\"}}", "prefill" },
+        { "{\"error\":{\"message\":\"Unsupported parameter: "
+          "'temperature' is not supported with this model.\","
+          "\"param\":\"temperature\"}}", "temperature" },
+        { "{\"error\":{\"message\":\"Unsupported value: 'top_p'\","
+          "\"code\":\"unsupported_value\"}}", "top_p" },
+        { "{\"error\":{\"message\":\"No endpoints found that support "
+          "tool use.\"}}", "tools" },
+        { "{\"error\":{\"message\":\"Function calling is not enabled "
+          "for models/gemma-3\"}}", "tools" },
+        { "{\"error\":{\"message\":\"This model does not support image "
+          "input.\"}}", "images" },
+        { "{\"error\":{\"message\":\"vision is not supported\"}}",
+          "images" },
+        { "{\"error\":{\"message\":\"the model does not support "
+          "this\"}}", NULL },
+        { "", NULL },
+    };
+
+    size_t  i;
+
+    for (i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
+        const char  *name;
+
+        name = or_pace_cap_name(or_pace_cap_feature(refusals[i].body,
+                                                    strlen(refusals[i].body)));
+
+        or_ok((name == NULL && refusals[i].name == NULL)
+              || (name && refusals[i].name
+                  && strcmp(name, refusals[i].name) == 0),
+              "capability feature %zu: %s", i,
+              refusals[i].name ? refusals[i].name : "none");
+    }
+
+#define USES(b, t)  or_pace_cap_uses(b, strlen(b), t)
+#define BIT(f)      ((uint32_t) 1 << (f))
+
+    u = USES("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+             "{\"role\" : \"assistant\",\"content\":\"Sure\"}]}", 0);
+    or_ok(u & BIT(OR_PACE_CAP_PREFILL), "uses: an assistant turn last");
+
+    u = USES("{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"},"
+             "{\"role\":\"user\",\"content\":\"say \\\"role\\\": "
+             "\\\"assistant\\\"\"}]}", 0);
+    or_ok(!(u & BIT(OR_PACE_CAP_PREFILL)),
+          "uses: a user turn last (escaped text does not count)");
+
+    or_ok(USES("{}", 2) & BIT(OR_PACE_CAP_TOOLS), "uses: tools counted");
+    or_ok(!(USES("{\"x\":\"tools\"}", 0) & BIT(OR_PACE_CAP_TOOLS)),
+          "uses: no tools");
+
+    or_ok(USES("{\"content\":[{\"type\":\"image_url\"}]}", 0)
+          & BIT(OR_PACE_CAP_IMAGES), "uses: an image_url part");
+    or_ok(USES("{\"parts\":[{\"inlineData\":{}}]}", 0)
+          & BIT(OR_PACE_CAP_IMAGES), "uses: Gemini inlineData");
+    or_ok(!(USES("{\"content\":\"an \\\"image\\\" word\"}", 0)
+            & BIT(OR_PACE_CAP_IMAGES)), "uses: the word in text: no");
+
+    or_ok(USES("{\"temperature\" :0.2}", 0) & BIT(OR_PACE_CAP_PARAM),
+          "uses: temperature as a key");
+    or_ok(!(USES("{\"content\":\"temperature\"}", 0)
+            & BIT(OR_PACE_CAP_PARAM)), "uses: temperature as a value: no");
+
+    or_ok(strcmp(or_pace_cap_name(OR_PACE_CAP_PARAM), "temperature") == 0,
+          "the first parameter");
+    or_ok(or_pace_cap_name(OR_PACE_CAP_MAX) == NULL, "past the list: none");
+
+#undef USES
+#undef BIT
+}
+
+
 int
 main(void)
 {
@@ -358,6 +442,7 @@ main(void)
     test_admit();
     test_tools();
     test_merge_valid();
+    test_capability();
 
     return or_done();
 }

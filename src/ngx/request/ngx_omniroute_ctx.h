@@ -161,6 +161,10 @@ typedef struct {
 #define NGX_OMNIROUTE_CUT_BUDGET      2     /* request.budget_ms */
 #define NGX_OMNIROUTE_CUT_FIRST_BYTE  3     /* the provider's first_byte= */
 
+/* ctx->cap_uses is computed; a route was skipped for it */
+#define NGX_OMNIROUTE_CAP_KNOWN       0x80000000
+#define NGX_OMNIROUTE_CAP_SKIPPED     0x40000000
+
 
 typedef enum {
     NGX_OMNIROUTE_ATTEMPT_RUNNING = 0,
@@ -318,6 +322,10 @@ struct ngx_omniroute_ctx_s {
     ngx_uint_t                    exec_cut;     /* request.c:
                                                    NGX_OMNIROUTE_CUT_* when
                                                    exec fires */
+    uint32_t                      cap_uses;     /* pace.c: the capability
+                                                   features the body uses
+                                                   (or_pace_cap_uses()),
+                                                   with CAP_KNOWN */
     unsigned                      emergency_used:1; /* request.c: the
                                                        emergency target got
                                                        an attempt: counted */
@@ -529,6 +537,10 @@ ngx_int_t ngx_omniroute_pace_failure(ngx_http_request_t *r,
 void ngx_omniroute_pace_tools(ngx_http_request_t *r,
     ngx_omniroute_attempt_t *a);
 ngx_int_t ngx_omniroute_pace_tools_skip(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_route_t *route, or_msec_t *retry);
+void ngx_omniroute_pace_capability(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a);
+ngx_int_t ngx_omniroute_pace_capability_skip(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_route_t *route, or_msec_t *retry);
 ngx_int_t ngx_omniroute_pace_busy(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, ngx_omniroute_candidate_t *cand);

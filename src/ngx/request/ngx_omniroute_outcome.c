@@ -211,6 +211,11 @@ ngx_omniroute_record_failure(ngx_http_request_t *r,
         return;
     }
 
+    if (a->verdict.reason == OR_REASON_CAPABILITY) {
+        /* remembered per provider/model and feature, not a failure */
+        ngx_omniroute_pace_capability(r, a);
+    }
+
     /* request_rejected counts per connection and model, never bans */
 
     if (w.mask & OR_W_REJECTED) {

@@ -11,6 +11,12 @@
  *                             requests wait in their model's FIFO queue
  *   "t:<provider>|<model>"    a tool limit (R-TOOL-2): requests with at
  *                             least that many tools skip the target
+ *   "c:<provider>|<model>"    capability memory (issue 25): some feature
+ *                             was refused, until the latest end
+ *   "c:<provider>|<model>|<feature>"
+ *                             that feature (prefill, tools, images, a
+ *                             parameter): requests using it skip the
+ *                             target until the record ends
  *
  * What they count: ngx_omniroute_stats_t.pace (docs/metrics.md).
  */
@@ -42,6 +48,8 @@ static ngx_int_t ngx_omniroute_pace_key(ngx_pool_t *pool, ngx_str_t *key,
     const char *prefix, ngx_str_t *a, ngx_str_t *b);
 static ngx_int_t ngx_omniroute_pace_read(ngx_http_request_t *r,
     ngx_omniroute_connection_t *conn, or_pace_t *p);
+static ngx_int_t ngx_omniroute_pace_cap_key(ngx_str_t *key, u_char *buf,
+    ngx_str_t *provider, ngx_str_t *model, const char *feature);
 
 
 void
@@ -495,4 +503,196 @@ ngx_omniroute_pace_timeout(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
                                     "rate_limit_error", "SEMAPHORE_TIMEOUT",
                                     "every connection is paused longer than "
                                     "the queue wait budget");
+}
+
+
+/*
+ * "c:" provider "|" model ["|" feature] in buf (NGX_OMNIROUTE_KEY_MAX);
+ * NGX_DECLINED: too long
+ */
+
+static ngx_int_t
+ngx_omniroute_pace_cap_key(ngx_str_t *key, u_char *buf, ngx_str_t *provider,
+    ngx_str_t *model, const char *feature)
+{
+    size_t  n;
+
+    n = feature ? 1 + ngx_strlen(feature) : 0;
+
+    if (3 + provider->len + model->len + n > NGX_OMNIROUTE_KEY_MAX) {
+        return NGX_DECLINED;
+    }
+
+    key->data = buf;
+    key->len = ngx_sprintf(buf, "c:%V|%V", provider, model) - buf;
+
+    if (feature) {
+        key->len = ngx_sprintf(buf + key->len, "|%s", feature) - buf;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * Issue 25: a capability refusal is remembered for its provider/model and
+ * the feature it names, for tool_limit.backoff_ms: requests that use the
+ * feature skip the target meanwhile; others still use it.  A refusal
+ * that names no known feature is not remembered.
+ */
+
+void
+ngx_omniroute_pace_capability(ngx_http_request_t *r,
+    ngx_omniroute_attempt_t *a)
+{
+    u_char                      buf[NGX_OMNIROUTE_KEY_MAX];
+    size_t                      len;
+    u_char                     *body;
+    unsigned                    f;
+    ngx_str_t                   key;
+    const char                 *name;
+    ngx_omniroute_ctx_t        *ctx;
+    ngx_omniroute_pace_op_t     op;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_omniroute_module);
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_omniroute_module);
+
+    if (ctx == NULL || omcf->shm_zone == NULL) {
+        return;
+    }
+
+    if (a->event.len) {
+        body = a->event.data;
+        len = a->event.len;
+
+    } else if (a->body) {
+        body = a->body->pos;
+        len = a->body->last - a->body->pos;
+
+    } else {
+        return;
+    }
+
+    f = or_pace_cap_feature((const char *) body, len);
+    name = or_pace_cap_name(f);
+
+    if (name == NULL) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "omniroute: the capability refusal of \"%V\" names "
+                       "no known feature: not remembered",
+                       &a->cand->conn->id);
+        return;
+    }
+
+    ngx_memzero(&op, sizeof(ngx_omniroute_pace_op_t));
+    op.now = ngx_omniroute_now();
+    op.ms = ctx->global.tool_backoff_ms;
+    op.pause = 1;
+
+    /* the feature's record, then the provider/model's summary */
+
+    if (ngx_omniroute_pace_cap_key(&key, buf, &a->cand->provider->name,
+                                   &a->cand->target->model, name)
+        != NGX_OK)
+    {
+        return;
+    }
+
+    (void) ngx_omniroute_store_update(&omcf->store, NGX_OMNIROUTE_T_PACE,
+                                      &key, sizeof(or_pace_t),
+                                      ngx_omniroute_pace_update, &op, 0);
+
+    (void) ngx_omniroute_pace_cap_key(&key, buf, &a->cand->provider->name,
+                                      &a->cand->target->model, NULL);
+
+    (void) ngx_omniroute_store_update(&omcf->store, NGX_OMNIROUTE_T_PACE,
+                                      &key, sizeof(or_pace_t),
+                                      ngx_omniroute_pace_update, &op, 0);
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "omniroute: \"%V/%V\" does not support %s: requests "
+                  "using it skip it for %L s", &a->cand->provider->name,
+                  &a->cand->target->model, name, (int64_t) (op.ms / 1000));
+}
+
+
+/*
+ * At planning: NGX_DECLINED (with the time left and the feature) when the
+ * route's provider/model refused a feature this request uses.
+ */
+
+ngx_int_t
+ngx_omniroute_pace_capability_skip(ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_route_t *route, or_msec_t *retry)
+{
+    u_char                      buf[NGX_OMNIROUTE_KEY_MAX];
+    unsigned                    f;
+    or_msec_t                   now, left;
+    ngx_str_t                   key;
+    or_pace_t                   p;
+    ngx_omniroute_main_conf_t  *omcf;
+
+    omcf = ngx_http_get_module_main_conf(ctx->request,
+                                         ngx_http_omniroute_module);
+
+    if (omcf->shm_zone == NULL
+        || ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_PACE)
+        || ngx_omniroute_pace_cap_key(&key, buf, &route->provider->name,
+                                      &route->target->model, NULL)
+           != NGX_OK
+        || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_PACE,
+                                    &key, &p, sizeof(or_pace_t))
+           != NGX_OK)
+    {
+        return NGX_OK;
+    }
+
+    now = ngx_omniroute_now();
+
+    if (or_pace_left(&p, now) <= 0) {
+        return NGX_OK;
+    }
+
+    /* this provider/model refused something: what does the body use? */
+
+    if (!(ctx->cap_uses & NGX_OMNIROUTE_CAP_KNOWN)) {
+        ctx->cap_uses = NGX_OMNIROUTE_CAP_KNOWN
+                        | or_pace_cap_uses((const char *) ctx->body.data,
+                                           ctx->body.len,
+                                           ctx->scan.tools_count);
+    }
+
+    for (f = OR_PACE_CAP_PREFILL; f < OR_PACE_CAP_MAX; f++) {
+
+        if (!(ctx->cap_uses & ((uint32_t) 1 << f))
+            || ngx_omniroute_pace_cap_key(&key, buf, &route->provider->name,
+                                          &route->target->model,
+                                          or_pace_cap_name(f))
+               != NGX_OK
+            || ngx_omniroute_store_read(&omcf->store, NGX_OMNIROUTE_T_PACE,
+                                        &key, &p, sizeof(or_pace_t))
+               != NGX_OK)
+        {
+            continue;
+        }
+
+        left = or_pace_left(&p, now);
+
+        if (left <= 0) {
+            continue;
+        }
+
+        *retry = left;
+        ctx->cap_uses |= NGX_OMNIROUTE_CAP_SKIPPED;
+
+        ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                       "omniroute plan: \"%V\" skipped: its model \"%V\" "
+                       "does not support %s", &route->conn->id,
+                       &route->target->model, or_pace_cap_name(f));
+
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
 }

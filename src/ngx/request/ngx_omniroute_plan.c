@@ -32,6 +32,8 @@ typedef struct {
 } ngx_omniroute_select_t;
 
 
+static ngx_int_t ngx_omniroute_plan_all(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx);
 static ngx_int_t ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_route_t *route);
 static ngx_omniroute_provider_state_t *ngx_omniroute_plan_provider(
@@ -155,6 +157,36 @@ ngx_omniroute_plan_routes(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 
 ngx_int_t
 ngx_omniroute_plan_eligible(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
+{
+    ngx_int_t  rc;
+
+    rc = ngx_omniroute_plan_all(r, ctx);
+
+    if (rc == NGX_DECLINED && ctx->attempts.nelts == 0
+        && (ctx->cap_uses & NGX_OMNIROUTE_CAP_SKIPPED))
+    {
+        /*
+         * Issue 25: only targets that refused a feature of this request
+         * are left: the memory is set aside, they are asked (their
+         * refusal is the truthful answer, not a 503)
+         */
+
+        ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "omniroute plan: only capability refusals left, "
+                       "asked anyway");
+
+        ctx->cap_uses = NGX_OMNIROUTE_CAP_KNOWN;
+        ngx_omniroute_plan_reset(ctx);
+
+        rc = ngx_omniroute_plan_all(r, ctx);
+    }
+
+    return rc;
+}
+
+
+static ngx_int_t
+ngx_omniroute_plan_all(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx)
 {
     ngx_int_t                   rc;
     ngx_str_t                   pinned;
@@ -346,6 +378,23 @@ ngx_omniroute_plan_check(ngx_omniroute_ctx_t *ctx,
             ngx_omniroute_memo_end(ctx);
 
             if (ngx_omniroute_plan_exclude(ctx, route, "tool_limit", retry,
+                                           OR_WAIT_KIND_HARD)
+                != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+
+            return NGX_DECLINED;
+        }
+
+        if (excl == OR_EXCL_NONE
+            && ngx_omniroute_pace_capability_skip(ctx, route, &retry)
+               == NGX_DECLINED)
+        {
+            /* issue 25: it refused a feature this request uses */
+            ngx_omniroute_memo_end(ctx);
+
+            if (ngx_omniroute_plan_exclude(ctx, route, "capability", retry,
                                            OR_WAIT_KIND_HARD)
                 != NGX_OK)
             {
