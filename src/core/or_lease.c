@@ -168,25 +168,6 @@ or_lease_end(or_lease_t *l)
 }
 
 
-int64_t
-or_lease_retry_s(or_msec_t ms, int64_t max_s)
-{
-    int64_t  s;
-
-    s = ms > 0 ? (ms + 999) / 1000 : 1;
-
-    if (s < 1) {
-        s = 1;
-    }
-
-    if (max_s >= 1 && s > max_s) {
-        s = max_s;
-    }
-
-    return s;
-}
-
-
 void
 or_lease_token_encode(const uint8_t *raw, char *out)
 {

@@ -152,9 +152,6 @@ void or_lease_renew(or_lease_t *l, or_msec_t now, or_msec_t ttl);
 /* the lease ends: a tombstone (its version is the caller's) */
 void or_lease_end(or_lease_t *l);
 
-/* Retry-After seconds for a wait of ms: rounded up, 1..max_s */
-int64_t or_lease_retry_s(or_msec_t ms, int64_t max_s);
-
 /* "vlo_" + base64url(raw), NUL-terminated: out has OR_LEASE_TOKEN_LEN + 1 */
 void or_lease_token_encode(const uint8_t *raw, char *out);
 

@@ -193,14 +193,6 @@ main(void)
     or_is_int(or_lease_pick(slots, 0, NULL, 1000, &retry), -1,
               "R-LEASE-4 no connection at all: none");
 
-    /* retry-after */
-
-    or_is_int(or_lease_retry_s(1, 3600), 1, "R-LEASE-4 Retry-After rounds up");
-    or_is_int(or_lease_retry_s(1001, 3600), 2, "R-LEASE-4 1001 ms: 2 s");
-    or_is_int(or_lease_retry_s(0, 3600), 1, "R-LEASE-4 at least 1 s");
-    or_is_int(or_lease_retry_s(86400000, 3600), 3600,
-              "R-LEASE-4 bounded by the maximum");
-
     /* tokens */
 
     for (i = 0; i < OR_LEASE_TOKEN_RAW; i++) {
