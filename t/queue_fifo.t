@@ -43,6 +43,12 @@ $t->config(<<'EOF', main => $main);
             internal;
             include %%PARAMS%%;
         }
+
+        location = /metrics {
+            access_log off;
+            omniroute_api;
+            omniroute_api_token off;
+        }
     }
 EOF
 
@@ -53,10 +59,24 @@ my $gw = $t->port('gw');
 # slots; each takes 300 ms at the provider
 $m->set_behavior('delay=300');
 
+# request i is inside the gateway when the provider has it or it waits in
+# the queue: "arrival order" is the gateway's, so the next one is sent only
+# then (on a loaded machine a worker can take longer than 60 ms to read a
+# request; the provider's log is read before the queue depth, so a request
+# moving between the two is counted once or not at all, never twice)
+sub inside {
+    my $at_provider = scalar @{$m->requests};
+    my $body = $t->get($gw, '/metrics')->{body} // '';
+    my ($depth) = $body =~ /^omniroute_queue_depth (\d+)$/m;
+    return $at_provider + ($depth // 0);
+}
+
 my @s;
 for my $i (1 .. 20) {
     push @s, $t->start_post($gw, '/v1/chat/completions', { model => 'p/m' },
                             'X-Req-Id' => $i);
+    my $deadline = time + 10;
+    sleep(0.01) while inside() < $i && time < $deadline;
     sleep(0.06);
 }
 

@@ -174,8 +174,14 @@ for my $case (['one', 'one connection'], ['two', 'after a fallover'],
     ok($r->{body} eq $sse, "$name: the provider's bytes, in order");
 }
 
-my $text = $t->get($gw, '/metrics', Authorization => "Bearer $TOKEN")->{body};
-my ($prompt) = $text =~ /^omniroute_tokens_total\{[^}]*model="one"[^}]*type="prompt"\} (\d+)$/m;
+# a stream's tokens are counted in its log phase, after its last byte is
+# sent: wait (with a deadline) for the second one's
+my ($text, $prompt);
+my $deadline = time + 10;
+do {
+    $text = $t->get($gw, '/metrics', Authorization => "Bearer $TOKEN")->{body};
+    ($prompt) = $text =~ /^omniroute_tokens_total\{[^}]*model="one"[^}]*type="prompt"\} (\d+)$/m;
+} while (($prompt // 0) < 2 * 123456 && time < $deadline && sleep(0.05));
 is($prompt, 2 * 123456,
    'the usage chunk at the end was read in place (two streams of "one")');
 
