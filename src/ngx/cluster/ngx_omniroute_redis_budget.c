@@ -76,15 +76,12 @@ struct ngx_omniroute_rbudget_s {
 
 static ngx_int_t ngx_omniroute_rbudget_init_process(ngx_cycle_t *cycle);
 static void ngx_omniroute_rbudget_exit_process(ngx_cycle_t *cycle);
-static void ngx_omniroute_rbudget_probe(ngx_omniroute_redis_conn_t *rc);
 static void ngx_omniroute_rbudget_up(ngx_omniroute_redis_machine_t *m);
 static void ngx_omniroute_rbudget_down(ngx_omniroute_redis_machine_t *m,
     u_char *reason, size_t len);
 static void ngx_omniroute_rbudget_tick(ngx_event_t *ev);
 static void ngx_omniroute_rbudget_sync(ngx_omniroute_rbudget_t *link);
 static void ngx_omniroute_rbudget_share(ngx_omniroute_rbudget_t *link);
-static void ngx_omniroute_rbudget_on_ready(redisAsyncContext *ac, void *r,
-    void *data);
 static void ngx_omniroute_rbudget_on_sync(redisAsyncContext *ac, void *r,
     void *data);
 
@@ -196,7 +193,7 @@ ngx_omniroute_rbudget_init_process(ngx_cycle_t *cycle)
     ngx_omniroute_redis_conn_init(&link->m, rmcf, cycle->log, link,
                                   "budgets");
 
-    link->m.probe = ngx_omniroute_rbudget_probe;
+    link->m.probe = ngx_omniroute_redis_conn_ping;
     link->m.up = ngx_omniroute_rbudget_up;
     link->m.down = ngx_omniroute_rbudget_down;
 
@@ -236,26 +233,6 @@ ngx_omniroute_rbudget_exit_process(ngx_cycle_t *cycle)
     ngx_omniroute_redis_conn_close(&link->m);
 
     ngx_omniroute_rbudget_link = NULL;
-}
-
-
-/* the command connection's last handshake command: PING */
-
-static void
-ngx_omniroute_rbudget_probe(ngx_omniroute_redis_conn_t *rc)
-{
-    const char  *argv[1];
-    size_t       argvlen[1];
-
-    argv[0] = "PING";
-    argvlen[0] = 4;
-
-    if (ngx_omniroute_redis_conn_send(rc, ngx_omniroute_rbudget_on_ready,
-                                      NULL, 1, argv, argvlen)
-        != NGX_OK)
-    {
-        ngx_omniroute_redis_conn_fail(rc->machine, "could not send PING");
-    }
 }
 
 
@@ -546,30 +523,6 @@ ngx_omniroute_rbudget_share(ngx_omniroute_rbudget_t *link)
     }
 
     ngx_omniroute_budget_unlock(bc);
-}
-
-
-/* hiredis callbacks */
-
-static void
-ngx_omniroute_rbudget_on_ready(redisAsyncContext *ac, void *r, void *data)
-{
-    redisReply                  *reply = r;
-    ngx_omniroute_redis_conn_t  *rc = ac->data;
-
-    ngx_omniroute_redis_conn_replied(rc);
-
-    if (reply == NULL) {
-        return;
-    }
-
-    if (reply->type == REDIS_REPLY_ERROR) {
-        ngx_omniroute_redis_conn_fail(rc->machine, "PING failed: %*s",
-                                      ngx_min(reply->len, 256), reply->str);
-        return;
-    }
-
-    ngx_omniroute_redis_conn_ready(rc);
 }
 
 
