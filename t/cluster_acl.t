@@ -146,6 +146,9 @@ ok(wait_for(sub { $nb->error_log =~ /node "node-b": AUTH failed: WRONGPASS/ }),
    'node B: the wrong password is logged (AUTH failed: WRONGPASS)');
 ok(wait_for(sub { $nb->error_log =~ /leases: AUTH failed: WRONGPASS/ }),
    'node B: ... by the leases too');
+ok(wait_for(sub { $nb->error_log
+                  =~ /client key budgets: AUTH failed: WRONGPASS/ }),
+   'node B: ... and by the client key budgets');
 
 $r = lease($nb, { action => 'acquire' });
 is($r->{status}, 503, 'node B: a lease call is refused');
@@ -166,7 +169,8 @@ sub failures {
 
 ok(wait_for(sub { failures() >= 3 }),
    'node B: the mirror retries (' . failures() . ' failures)');
-my @l = grep { /AUTH failed/ && !/leases:/ } split /\n/, $nb->error_log;
+my @l = grep { /AUTH failed/ && !/leases:|client key budgets:/ }
+        split /\n/, $nb->error_log;
 is(scalar(@l), 1, 'the mirror logs it once per log_interval');
 
 $nb->done;

@@ -22,8 +22,10 @@
  * (N - 1) / N of it, or what they were last known to use, whichever is
  * more); when Redis is back, the usage of the outage is pushed and the
  * counts converge.  What Redis answers is untrusted: an integer in
- * 0 .. 2^53 or the sync is dropped.  The hiredis adapter is the
- * mirror's (ngx_omniroute_redis_attach()), on a connection of this file.
+ * 0 .. 2^53 or the sync is dropped.  Connecting, Sentinel, TLS,
+ * AUTH [user], SELECT and the backoff are the connection machine's
+ * (ngx_omniroute_redis_conn.c), the same as the mirror's and the leases':
+ * a machine of its own, a command connection only (no subscriber).
  */
 
 
@@ -41,17 +43,8 @@
 #define NGX_OMNIROUTE_RBUDGET_KEY_MAX  (NGX_OMNIROUTE_REDIS_PREFIX_MAX    \
                                         + NGX_OMNIROUTE_BUDGET_NAME_MAX + 64)
 
-#define NGX_OMNIROUTE_RBUDGET_DOWN       0
-#define NGX_OMNIROUTE_RBUDGET_CONNECTING 1
-#define NGX_OMNIROUTE_RBUDGET_UP         2
-
 
 typedef struct ngx_omniroute_rbudget_s  ngx_omniroute_rbudget_t;
-
-typedef struct {
-    NGX_OMNIROUTE_REDIS_IO
-    ngx_omniroute_rbudget_t      *link;
-} ngx_omniroute_rbudget_conn_t;
 
 
 /* one counter of a sync in flight */
@@ -67,12 +60,8 @@ struct ngx_omniroute_rbudget_s {
     ngx_omniroute_redis_main_conf_t  *rmcf;
     ngx_omniroute_budget_conf_t  *bc;
     ngx_log_t                    *log;
-    ngx_omniroute_rbudget_conn_t  cmd;
+    ngx_omniroute_redis_machine_t  m;           /* cmd only */
     ngx_event_t                   tick;
-    ngx_uint_t                    state;
-    ngx_msec_t                    state_at;
-    ngx_msec_t                    retry_at;
-    ngx_msec_t                    backoff;
     ngx_msec_t                    sent_at;
     ngx_msec_t                    logged_at;
     ngx_uint_t                    pending;      /* a sync in flight */
@@ -87,18 +76,12 @@ struct ngx_omniroute_rbudget_s {
 
 static ngx_int_t ngx_omniroute_rbudget_init_process(ngx_cycle_t *cycle);
 static void ngx_omniroute_rbudget_exit_process(ngx_cycle_t *cycle);
-static void ngx_omniroute_rbudget_connect(ngx_omniroute_rbudget_t *link);
-static void ngx_omniroute_rbudget_fail(ngx_omniroute_rbudget_t *link,
-    const char *reason);
+static void ngx_omniroute_rbudget_up(ngx_omniroute_redis_machine_t *m);
+static void ngx_omniroute_rbudget_down(ngx_omniroute_redis_machine_t *m,
+    u_char *reason, size_t len);
 static void ngx_omniroute_rbudget_tick(ngx_event_t *ev);
 static void ngx_omniroute_rbudget_sync(ngx_omniroute_rbudget_t *link);
 static void ngx_omniroute_rbudget_share(ngx_omniroute_rbudget_t *link);
-static void ngx_omniroute_rbudget_on_connect(const redisAsyncContext *ac,
-    int status);
-static void ngx_omniroute_rbudget_on_disconnect(const redisAsyncContext *ac,
-    int status);
-static void ngx_omniroute_rbudget_on_ready(redisAsyncContext *ac, void *r,
-    void *data);
 static void ngx_omniroute_rbudget_on_sync(redisAsyncContext *ac, void *r,
     void *data);
 
@@ -206,9 +189,13 @@ ngx_omniroute_rbudget_init_process(ngx_cycle_t *cycle)
     link->rmcf = rmcf;
     link->bc = bc;
     link->log = cycle->log;
-    link->cmd.link = link;
-    link->backoff = rmcf->backoff_min;
-    link->state = NGX_OMNIROUTE_RBUDGET_DOWN;
+
+    ngx_omniroute_redis_conn_init(&link->m, rmcf, cycle->log, link,
+                                  "budgets");
+
+    link->m.probe = ngx_omniroute_redis_conn_ping;
+    link->m.up = ngx_omniroute_rbudget_up;
+    link->m.down = ngx_omniroute_rbudget_down;
 
     link->tick.handler = ngx_omniroute_rbudget_tick;
     link->tick.data = link;
@@ -217,7 +204,7 @@ ngx_omniroute_rbudget_init_process(ngx_cycle_t *cycle)
 
     ngx_omniroute_rbudget_link = link;
 
-    ngx_omniroute_rbudget_connect(link);
+    ngx_omniroute_redis_conn_open(&link->m);
     ngx_add_timer(&link->tick, NGX_OMNIROUTE_RBUDGET_TICK);
 
     return NGX_OK;
@@ -241,130 +228,58 @@ ngx_omniroute_rbudget_exit_process(ngx_cycle_t *cycle)
         ngx_del_timer(&link->tick);
     }
 
-    if (link->cmd.ac) {
-        redisAsyncFree(link->cmd.ac);
-    }
+    /* a sync in flight is answered with a NULL reply by hiredis */
+
+    ngx_omniroute_redis_conn_close(&link->m);
 
     ngx_omniroute_rbudget_link = NULL;
 }
 
 
 static void
-ngx_omniroute_rbudget_connect(ngx_omniroute_rbudget_t *link)
+ngx_omniroute_rbudget_up(ngx_omniroute_redis_machine_t *m)
 {
-    u_char                            db[NGX_INT_T_LEN];
-    const char                       *argv[2];
-    size_t                            argvlen[2];
-    redisAsyncContext                *ac;
-    ngx_omniroute_redis_main_conf_t  *rmcf;
+    ngx_omniroute_rbudget_t  *link = m->link;
 
-    rmcf = link->rmcf;
+    m->backoff = link->rmcf->backoff_min;
 
-    link->state = NGX_OMNIROUTE_RBUDGET_CONNECTING;
-    link->state_at = ngx_current_msec;
-    link->pending = 0;
-    link->cmd.ready = 0;
+    ngx_log_error(NGX_LOG_NOTICE, link->log, 0,
+                  "omniroute redis \"%V\": client key budgets shared",
+                  &link->rmcf->addr);
 
-    ac = rmcf->unix_path
-         ? redisAsyncConnectUnix((const char *) rmcf->unix_path)
-         : redisAsyncConnect((const char *) rmcf->host, (int) rmcf->port);
-
-    if (ac == NULL || ac->err) {
-        if (ac) {
-            redisAsyncFree(ac);
-        }
-
-        ngx_omniroute_rbudget_fail(link, "could not connect");
-        return;
-    }
-
-    if (ngx_omniroute_redis_attach(&link->cmd, ac, link->log) != NGX_OK) {
-        redisAsyncFree(ac);
-        ngx_omniroute_rbudget_fail(link, "could not connect");
-        return;
-    }
-
-    (void) redisAsyncSetDisconnectCallback(ac,
-                                        ngx_omniroute_rbudget_on_disconnect);
-    (void) redisAsyncSetConnectCallback(ac, ngx_omniroute_rbudget_on_connect);
-
-    if (rmcf->password.len) {
-        argv[0] = "AUTH";
-        argvlen[0] = 4;
-        argv[1] = (const char *) rmcf->password.data;
-        argvlen[1] = rmcf->password.len;
-
-        if (redisAsyncCommandArgv(ac, ngx_omniroute_rbudget_on_ready,
-                                  (void *) "AUTH", 2, argv, argvlen)
-            != REDIS_OK)
-        {
-            ngx_omniroute_rbudget_fail(link, "could not send AUTH");
-            return;
-        }
-    }
-
-    if (rmcf->db) {
-        argv[0] = "SELECT";
-        argvlen[0] = 6;
-        argv[1] = (const char *) db;
-        argvlen[1] = ngx_sprintf(db, "%i", rmcf->db) - db;
-
-        if (redisAsyncCommandArgv(ac, ngx_omniroute_rbudget_on_ready,
-                                  (void *) "SELECT", 2, argv, argvlen)
-            != REDIS_OK)
-        {
-            ngx_omniroute_rbudget_fail(link, "could not send SELECT");
-            return;
-        }
-    }
-
-    argv[0] = "PING";
-    argvlen[0] = 4;
-
-    if (redisAsyncCommandArgv(ac, ngx_omniroute_rbudget_on_ready, NULL, 1,
-                              argv, argvlen)
-        != REDIS_OK)
-    {
-        ngx_omniroute_rbudget_fail(link, "could not send PING");
-    }
+    /* the shares of the outage give way to the cluster's counts */
+    ngx_omniroute_rbudget_sync(link);
 }
 
 
-/* down: the context freed, a reconnection after a backoff with jitter */
+/*
+ * Down: the machine frees the connection after this returns (a sync in
+ * flight is answered with a NULL reply) and reconnects after a backoff
+ * with jitter; meanwhile each node keeps to its share.  Logged at most
+ * once per log_interval; the reason never carries a password.
+ */
 
 static void
-ngx_omniroute_rbudget_fail(ngx_omniroute_rbudget_t *link, const char *reason)
+ngx_omniroute_rbudget_down(ngx_omniroute_redis_machine_t *m, u_char *reason,
+    size_t len)
 {
-    ngx_msec_t  delay;
+    ngx_omniroute_rbudget_t  *link = m->link;
 
-    if (link->state == NGX_OMNIROUTE_RBUDGET_DOWN || link->exiting) {
+    link->pending = 0;
+
+    if (link->exiting) {
         return;
     }
-
-    link->state = NGX_OMNIROUTE_RBUDGET_DOWN;
-    link->state_at = ngx_current_msec;
-    link->pending = 0;
 
     if (link->logged_at == 0
         || ngx_current_msec - link->logged_at >= link->rmcf->log_interval)
     {
         ngx_log_error(NGX_LOG_ERR, link->log, 0,
-                      "omniroute redis \"%V\": client key budgets: %s; each "
-                      "node enforces its share until Redis is back",
-                      &link->rmcf->addr, reason);
+                      "omniroute redis \"%V\": client key budgets: %*s; "
+                      "each node enforces its share until Redis is back",
+                      &link->rmcf->addr, len, reason);
         link->logged_at = ngx_current_msec;
     }
-
-    if (link->cmd.ac) {
-        redisAsyncFree(link->cmd.ac);
-        link->cmd.ac = NULL;
-    }
-
-    delay = link->backoff / 2 + (ngx_msec_t) ngx_random()
-                                % (link->backoff / 2 + 1);
-
-    link->retry_at = ngx_current_msec + delay;
-    link->backoff = ngx_min(link->backoff * 2, link->rmcf->backoff_max);
 
     ngx_omniroute_rbudget_share(link);
 }
@@ -383,29 +298,23 @@ ngx_omniroute_rbudget_tick(ngx_event_t *ev)
 
     now = ngx_current_msec;
 
-    switch (link->state) {
+    switch (link->m.state) {
 
-    case NGX_OMNIROUTE_RBUDGET_DOWN:
+    case NGX_OMNIROUTE_REDIS_M_DOWN:
         ngx_omniroute_rbudget_share(link);
-
-        if (!ngx_exiting && (ngx_msec_int_t) (now - link->retry_at) >= 0) {
-            ngx_omniroute_rbudget_connect(link);
-        }
-
+        ngx_omniroute_redis_conn_tick(&link->m);
         break;
 
-    case NGX_OMNIROUTE_RBUDGET_CONNECTING:
-        if (now - link->state_at >= link->rmcf->timeout) {
-            ngx_omniroute_rbudget_fail(link, "timed out connecting");
-        }
-
+    case NGX_OMNIROUTE_REDIS_M_CONNECTING:
+        ngx_omniroute_redis_conn_tick(&link->m);
         break;
 
     default: /* UP */
 
         if (link->pending) {
             if (now - link->sent_at >= link->rmcf->timeout) {
-                ngx_omniroute_rbudget_fail(link, "no reply in time");
+                ngx_omniroute_redis_conn_fail(&link->m, "no reply in time "
+                                              "(%M ms)", link->rmcf->timeout);
             }
 
             break;
@@ -541,11 +450,12 @@ ngx_omniroute_rbudget_sync(ngx_omniroute_rbudget_t *link)
 
     link->nsent = n;
 
-    if (redisAsyncCommandArgv(link->cmd.ac, ngx_omniroute_rbudget_on_sync,
-                              NULL, (int) (4 + 3 * n), argv, argvlen)
-        != REDIS_OK)
+    if (ngx_omniroute_redis_conn_send(&link->m.cmd,
+                                      ngx_omniroute_rbudget_on_sync, NULL,
+                                      (int) (4 + 3 * n), argv, argvlen)
+        != NGX_OK)
     {
-        ngx_omniroute_rbudget_fail(link, "could not send the sync");
+        ngx_omniroute_redis_conn_fail(&link->m, "could not send the sync");
         return;
     }
 
@@ -616,79 +526,13 @@ ngx_omniroute_rbudget_share(ngx_omniroute_rbudget_t *link)
 }
 
 
-static void
-ngx_omniroute_rbudget_on_connect(const redisAsyncContext *ac, int status)
-{
-    ngx_omniroute_rbudget_conn_t  *lc = ac->data;
-
-    if (status == REDIS_OK) {
-        return;
-    }
-
-    /* hiredis frees the context when this returns */
-    lc->ac = NULL;
-
-    ngx_omniroute_rbudget_fail(lc->link, "connection failed");
-}
-
-
-static void
-ngx_omniroute_rbudget_on_disconnect(const redisAsyncContext *ac, int status)
-{
-    ngx_omniroute_rbudget_conn_t  *lc = ac->data;
-
-    lc->ac = NULL;
-
-    if (lc->link->exiting) {
-        return;
-    }
-
-    ngx_omniroute_rbudget_fail(lc->link, "connection lost");
-}
-
-
-static void
-ngx_omniroute_rbudget_on_ready(redisAsyncContext *ac, void *r, void *data)
-{
-    redisReply                    *reply = r;
-    ngx_omniroute_rbudget_conn_t  *lc = ac->data;
-
-    if (reply == NULL) {
-        return;
-    }
-
-    if (reply->type == REDIS_REPLY_ERROR) {
-        /* the reply never contains the password */
-        ngx_omniroute_rbudget_fail(lc->link, data ? (char *) data
-                                                  : "PING failed");
-        return;
-    }
-
-    if (data != NULL) {
-        return;                 /* AUTH or SELECT */
-    }
-
-    lc->ready = 1;
-    lc->link->state = NGX_OMNIROUTE_RBUDGET_UP;
-    lc->link->state_at = ngx_current_msec;
-    lc->link->backoff = lc->link->rmcf->backoff_min;
-
-    ngx_log_error(NGX_LOG_NOTICE, lc->link->log, 0,
-                  "omniroute redis \"%V\": client key budgets shared",
-                  &lc->link->rmcf->addr);
-
-    /* the shares of the outage give way to the cluster's counts */
-    ngx_omniroute_rbudget_sync(lc->link);
-}
-
-
 /* the cluster's counts, checked, into the zone */
 
 static void
 ngx_omniroute_rbudget_on_sync(redisAsyncContext *ac, void *r, void *data)
 {
     redisReply                    *reply = r;
-    ngx_omniroute_rbudget_conn_t  *lc = ac->data;
+    ngx_omniroute_redis_conn_t    *rc = ac->data;
 
     ngx_uint_t                     i;
     ngx_omniroute_rbudget_t       *link;
@@ -697,17 +541,23 @@ ngx_omniroute_rbudget_on_sync(redisAsyncContext *ac, void *r, void *data)
     ngx_omniroute_budget_slot_t   *slot;
     ngx_omniroute_rbudget_sent_t  *s;
 
+    ngx_omniroute_redis_conn_replied(rc);
+
     if (reply == NULL) {
         return;
     }
 
-    link = lc->link;
+    link = rc->link;
     link->pending = 0;
 
+    if (reply->type == REDIS_REPLY_ERROR) {
+        ngx_omniroute_redis_conn_fail(&link->m, "the sync script failed: %*s",
+                                      ngx_min(reply->len, 256), reply->str);
+        return;
+    }
+
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != link->nsent) {
-        ngx_omniroute_rbudget_fail(link, reply->type == REDIS_REPLY_ERROR
-                                         ? "the sync script failed"
-                                         : "an unexpected reply");
+        ngx_omniroute_redis_conn_fail(&link->m, "an unexpected reply");
         return;
     }
 
@@ -716,7 +566,7 @@ ngx_omniroute_rbudget_on_sync(redisAsyncContext *ac, void *r, void *data)
             || reply->element[i]->integer < 0
             || reply->element[i]->integer > ((long long) 1 << 53))
         {
-            ngx_omniroute_rbudget_fail(link, "a count out of range");
+            ngx_omniroute_redis_conn_fail(&link->m, "a count out of range");
             return;
         }
     }

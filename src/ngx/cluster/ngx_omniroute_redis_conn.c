@@ -3,7 +3,8 @@
  * Copyright (C) ngx_omniroute authors
  *
  * The Redis connection machine (see ngx_omniroute_redis_int.h): one for
- * the mirror, one for the leases of each worker.
+ * the mirror, one for the leases of each worker, one for the client key
+ * budgets (worker 0).
  *
  *   DOWN --retry_at--> CONNECTING --handshakes--> UP --failure--> DOWN
  *
@@ -62,6 +63,8 @@ static void ngx_omniroute_redis_conn_on_master(redisAsyncContext *ac,
     void *r, void *data);
 static void ngx_omniroute_redis_conn_on_switch(redisAsyncContext *ac,
     void *r, void *data);
+static void ngx_omniroute_redis_conn_on_pong(redisAsyncContext *ac, void *r,
+    void *data);
 
 
 void
@@ -490,6 +493,48 @@ ngx_omniroute_redis_conn_replied(ngx_omniroute_redis_conn_t *rc)
     }
 
     rc->progress = ngx_current_msec;
+}
+
+
+/* a probe for a user that needs nothing but a server that answers */
+
+void
+ngx_omniroute_redis_conn_ping(ngx_omniroute_redis_conn_t *rc)
+{
+    const char  *argv[1];
+    size_t       argvlen[1];
+
+    argv[0] = "PING";
+    argvlen[0] = 4;
+
+    if (ngx_omniroute_redis_conn_send(rc, ngx_omniroute_redis_conn_on_pong,
+                                      NULL, 1, argv, argvlen)
+        != NGX_OK)
+    {
+        ngx_omniroute_redis_conn_fail(rc->machine, "could not send PING");
+    }
+}
+
+
+static void
+ngx_omniroute_redis_conn_on_pong(redisAsyncContext *ac, void *r, void *data)
+{
+    redisReply                  *reply = r;
+    ngx_omniroute_redis_conn_t  *rc = ac->data;
+
+    ngx_omniroute_redis_conn_replied(rc);
+
+    if (reply == NULL) {
+        return;
+    }
+
+    if (reply->type == REDIS_REPLY_ERROR) {
+        ngx_omniroute_redis_conn_fail(rc->machine, "PING failed: %*s",
+                                      ngx_min(reply->len, 256), reply->str);
+        return;
+    }
+
+    ngx_omniroute_redis_conn_ready(rc);
 }
 
 

@@ -5,8 +5,9 @@
  * Internals of the Redis mirror (see ngx_omniroute_redis_stats.h), shared by
  * ngx_omniroute_redis_module.c (configuration, process hooks, variables),
  * ngx_omniroute_redis_mirror.c (link state machine, sync),
- * ngx_omniroute_redis_conn.c (the connection machine of the mirror and
- * the leases), ngx_omniroute_redis_adapter.c (hiredis on the nginx event loop),
+ * ngx_omniroute_redis_conn.c (the connection machine of the mirror, the
+ * leases and the budgets), ngx_omniroute_redis_adapter.c (hiredis on the
+ * nginx event loop), ngx_omniroute_redis_budget.c (client key budgets),
  * ngx_omniroute_redis_state.c (wire format, validation, merges) and, in a
  * test build only, ngx_omniroute_redis_debug.c (omniroute_redis_debug).
  *
@@ -163,7 +164,8 @@ typedef struct {
 
 /*
  * The connection machine (ngx_omniroute_redis_conn.c), one per user: the
- * mirror (worker 0) and the leases (every worker).  It asks the sentinels
+ * mirror (worker 0), the leases (every worker) and the client key budgets
+ * (worker 0, no channel).  It asks the sentinels
  * for the master (sentinel=), opens the command connection and, with a
  * channel, the subscriber; does AUTH ([user] password), SELECT and, with
  * sentinels, ROLE; follows +switch-master; on any failure frees them all
@@ -171,6 +173,8 @@ typedef struct {
  *
  *   probe    sends the command connection's last handshake command (PING,
  *            TIME); its reply handler calls ngx_omniroute_redis_conn_ready()
+ *            (ngx_omniroute_redis_conn_ping(): a PING, ready on any
+ *            reply but an error)
  *   up       both connections are ready (the machine is UP)
  *   down     the machine failed (reason, never a password): called before
  *            the connections are freed; hiredis then answers what is
@@ -250,6 +254,7 @@ void ngx_cdecl ngx_omniroute_redis_conn_fail(ngx_omniroute_redis_machine_t *m,
     const char *fmt, ...);
 void ngx_omniroute_redis_conn_close(ngx_omniroute_redis_machine_t *m);
 void ngx_omniroute_redis_conn_ready(ngx_omniroute_redis_conn_t *rc);
+void ngx_omniroute_redis_conn_ping(ngx_omniroute_redis_conn_t *rc);
 ngx_int_t ngx_omniroute_redis_conn_send(ngx_omniroute_redis_conn_t *rc,
     redisCallbackFn *fn, void *data, int argc, const char **argv,
     const size_t *argvlen);
