@@ -135,14 +135,10 @@ is_deeply(\%served, { 'ok-3' => 5 }, 'by ok-3 every time');
 # the log phase that counts a request's tokens runs after its answer is
 # sent: wait (with a deadline) until the fifth answer's tokens are in
 my $want = pair($before, 'tokens_total', 'ok-3', 'type', 'prompt') + 5 * 30;
-my $deadline = time + 10;
-while (time < $deadline) {
-    my $body = $t->get($gw, '/metrics')->{body} // '';
-    last if $body =~ /^omniroute_tokens_total\{provider="p",connection="ok-3",
-                      model="m",type="prompt"\}\s(\d+)$/mx
-            && $1 >= $want;
-    select(undef, undef, undef, 0.05);
-}
+$t->get_until($gw, '/metrics', sub {
+    $_[0] =~ /^omniroute_tokens_total\{provider="p",connection="ok-3",model="m",type="prompt"\} (\d+)$/m
+        && $1 >= $want
+});
 my $s = scrape('after the limited requests');
 my $seen = seen();
 my %new = map { $_ => ($seen->{$_} // 0) - ($seen0->{$_} // 0) }

@@ -176,12 +176,11 @@ for my $case (['one', 'one connection'], ['two', 'after a fallover'],
 
 # a stream's tokens are counted in its log phase, after its last byte is
 # sent: wait (with a deadline) for the second one's
-my ($text, $prompt);
-my $deadline = time + 10;
-do {
-    $text = $t->get($gw, '/metrics', Authorization => "Bearer $TOKEN")->{body};
-    ($prompt) = $text =~ /^omniroute_tokens_total\{[^}]*model="one"[^}]*type="prompt"\} (\d+)$/m;
-} while (($prompt // 0) < 2 * 123456 && time < $deadline && sleep(0.05));
+my $re = qr/^omniroute_tokens_total\{[^}]*model="one"[^}]*type="prompt"\} (\d+)$/m;
+my $text = $t->get_until($gw, '/metrics', sub {
+    $_[0] =~ $re && $1 >= 2 * 123456
+}, Authorization => "Bearer $TOKEN")->{body};
+my ($prompt) = $text =~ $re;
 is($prompt, 2 * 123456,
    'the usage chunk at the end was read in place (two streams of "one")');
 

@@ -72,7 +72,11 @@ for my $k (sort keys %keys) {
     is($r->{status}, 200, "$k: the stream answered");
 }
 
-my $text = $t->get($gw, '/metrics', Authorization => "Bearer $TOKEN")->{body};
+# the four streams with usage, each counted in its log phase
+my $text = $t->get_until($gw, '/metrics', sub {
+    my @n = $_[0] =~ /^omniroute_tokens_total\{provider="p(?:an|gq|oc|rs)",[^}]*type="prompt"\}/mg;
+    return @n == 4;
+}, Authorization => "Bearer $TOKEN")->{body};
 diag(join "\n", grep { /tokens/ } split /\n/, $text) if $ENV{DIAG};
 
 sub tokens {

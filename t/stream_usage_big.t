@@ -75,8 +75,10 @@ for my $k (qw(lg hg)) {
        "$k: the client got it whole");
 }
 
-sleep(0.3);    # the last request is counted when it is logged
-my $text = $t->get($gw, '/metrics', Authorization => "Bearer $TOKEN")->{body};
+# a request is counted when it is logged, after its answer
+my $text = $t->get_until($gw, '/metrics', sub {
+    $_[0] =~ /^omniroute_tokens_total\{provider="plg",[^}]*type="prompt"\}/m
+}, Authorization => "Bearer $TOKEN")->{body};
 
 sub tokens {
     my ($k, $type) = @_;

@@ -447,6 +447,20 @@ sub get {
     return $self->http($port, request_text('GET', $path, undef, %headers));
 }
 
+# GET until $done->(body) is true or 10 s have passed, the last answer: for
+# what the log phase counts (a request's tokens, its duration), which runs
+# after the answer's last byte has been sent
+sub get_until {
+    my ($self, $port, $path, $done, %headers) = @_;
+    my $deadline = time + 10;
+
+    while (1) {
+        my $r = $self->get($port, $path, %headers);
+        return $r if $done->($r->{body} // '') || time >= $deadline;
+        sleep(0.05);
+    }
+}
+
 # POST and read the response incrementally: returns { parsed response,
 # chunks => [[seconds since request, bytes], ...] }
 sub post_stream {
