@@ -32,13 +32,14 @@ our $API_PREFIX = '';
 our $API_TOKEN;
 our $LEASES = '/api/v1/session-leases';
 
-# node A (OmniTest->new(%test)), a redis-server, node B sharing A's mock
-# 'p', the files of %files (name => content) in both nodes' directories
+# node A (OmniTest->new(%test)), a redis-server (RedisServer->new(%redis)),
+# node B sharing A's mock 'p', the files of %files (name => content) in
+# both nodes' directories
 sub pair {
     my (%opt) = @_;
 
     my $na = OmniTest->new(%{$opt{test} || {}});
-    my $redis = RedisServer->new($na)->start;
+    my $redis = RedisServer->new($na, %{$opt{redis} || {}})->start;
     my $nb = RedisServer::cluster_node($na, 'b');
     my $m = $na->mock('p');
 
@@ -67,8 +68,10 @@ sub start_nodes {
 
 sub gw { $_[0]->port('gw') }
 
-# the server block of a node: the gateway (/v1/), the params location and,
-# by %o, the session leases (leases => 1), the debug location (debug => 1),
+# the server block of a node: the gateway (/v1/) and the params location
+# (unless gateway => 0) and, by %o, the session leases (leases => 1), the
+# link and stats variables at /link and /stats (link => 1, stats => 1), the
+# debug location (debug => 1),
 # the admin API at / with the token of OMNI_TEST_API_TOKEN (api => 'token')
 # or at /admin/ without one (api => 'admin'); then the text of extra
 sub server_block {
@@ -76,6 +79,8 @@ sub server_block {
     my $s = <<'END';
     server {
         listen 127.0.0.1:%%PORT_gw%%;
+END
+    $s .= <<'END' if $o{gateway} // 1;
 
         location /v1/ {
             omniroute_pass;
@@ -87,11 +92,23 @@ END
             omniroute_session_leases;
         }
 END
-    $s .= <<'END';
+    $s .= <<'END' if $o{gateway} // 1;
 
         location /_omniroute {
             internal;
             include %%PARAMS%%;
+        }
+END
+    $s .= <<'END' if $o{link};
+
+        location /link {
+            return 200 "$omniroute_redis_link";
+        }
+END
+    $s .= <<'END' if $o{stats};
+
+        location /stats {
+            return 200 "$omniroute_redis_stats";
         }
 END
     $s .= <<'END' if $o{debug};
