@@ -21,26 +21,17 @@ use Digest::SHA qw(sha256_hex);
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
+use OmniCluster qw(gw server_block);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
-
-my $na = OmniTest->new;
-my $redis = RedisServer->new($na)->start;
-my $nb = RedisServer::cluster_node($na, 'b');
-my $m = $na->mock('p');
-
-$nb->{ports}{mock_p} = $na->port('mock_p');
 
 my $LK = 'sk-lease-key-one-0123456789';
 my $LK2 = 'sk-lease-key-two-0123456789';
 my $PLAIN = 'sk-plain-key-000-0123456789';
 
-for my $n ($na, $nb) {
-    $n->write_file("key-$_", "sk-up-$_\n") for qw(a1 a2);
-    $n->write_file('lk', "$LK\n");
-    $n->write_file('lk2', "$LK2\n");
-    $n->write_file('plain', "$PLAIN\n");
-}
+my ($na, $redis, $nb, $m) = OmniCluster::pair(
+    files => { 'key-a1' => "sk-up-a1\n", 'key-a2' => "sk-up-a2\n",
+               lk => "$LK\n", lk2 => "$LK2\n", plain => "$PLAIN\n" });
 
 sub node_config {
     my ($n, $name, $addr) = @_;
@@ -64,31 +55,9 @@ sub node_config {
 
     omniroute_lease_ttl 30s;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location = /api/v1/session-leases {
-            omniroute_session_leases;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /admin/ {
-            omniroute_api prefix=/admin;
-            omniroute_api_token off;
-        }
-    }
+${\ server_block(leases => 1, api => 'admin')}
 EOF
 }
-
-sub gw { $_[0]->port('gw') }
 
 my $LEASES = '/api/v1/session-leases';
 my @tokens;
