@@ -21,7 +21,7 @@ use Digest::SHA qw(sha256_hex);
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
-use OmniCluster qw(gw server_block);
+use OmniCluster qw(gw);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
@@ -35,28 +35,10 @@ my ($na, $redis, $nb, $m) = OmniCluster::pair(
 
 sub node_config {
     my ($n, $name, $addr) = @_;
-
-    $n->config(<<"EOF");
-    omniroute_zone zone=omniroute:1m;
-    omniroute_redis $addr node=$name prefix=t31: timeout=1s backoff=20ms
-                    backoff_max=200ms;
-
-    omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha;
-    omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
-                         priority=1;
-    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a2
-                         priority=2;
-
-    omniroute_client_key lk file=%%TESTDIR%%/lk connections=a1,a2
-                         scope=lease:exclusive;
-    omniroute_client_key lk2 file=%%TESTDIR%%/lk2 connections=a1,a2
-                         scope=lease:exclusive;
-    omniroute_client_key plain file=%%TESTDIR%%/plain connections=a1,a2;
-
-    omniroute_lease_ttl 30s;
-
-${\ server_block(leases => 1, api => 'admin')}
-EOF
+    OmniCluster::node_config($n, addr => $addr, name => $name,
+        prefix => 't31:', body => OmniCluster::lease_body(lk2 => 1,
+                                                          ttl => '30s'),
+        server => { leases => 1, api => 'admin' });
 }
 
 my $LEASES = '/api/v1/session-leases';

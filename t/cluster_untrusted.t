@@ -36,28 +36,10 @@ my ($na, $redis, $nb, $m) = OmniCluster::pair(
 
 sub node_config {
     my ($n, $name) = @_;
-
-    $n->config(<<"EOF");
-    omniroute_zone zone=omniroute:1m;
-    omniroute_redis ${\ $redis->addr} node=$name prefix=t26: timeout=1s
-                    backoff=20ms backoff_max=200ms resync=1s
-                    log_interval=2s;
-
-    omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha
-                       kind=apikey;
-    omniroute_provider beta url=http://127.0.0.1:%%PORT_mock_p%%/beta;
-    omniroute_provider delta url=http://127.0.0.1:%%PORT_mock_p%%/delta;
-
-    omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
-                         priority=1;
-    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a2
-                         priority=2;
-    omniroute_connection b1 provider=beta key_file=%%TESTDIR%%/key-b1;
-
-    omniroute_session_affinity 10m;
-
-${\ server_block(debug => 1, api => 'token')}
-EOF
+    OmniCluster::node_config($n, addr => $redis->addr, name => $name,
+        prefix => 't26:', redis_opts => 'resync=1s log_interval=2s',
+        body => $OmniCluster::UNTRUSTED_BODY,
+        server => { debug => 1, api => 'token' });
 }
 
 # the wire format: OmniCluster (value, message, breaker, conn, ...)

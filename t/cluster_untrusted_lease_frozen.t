@@ -19,7 +19,7 @@ use Digest::SHA qw(sha256_hex);
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
-use OmniCluster qw(gw server_block wait_for lease infer conn_of metric
+use OmniCluster qw(gw wait_for lease infer conn_of metric
                    rejected leases_count);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
@@ -37,29 +37,10 @@ my ($na, $redis, $nb, $m) = OmniCluster::pair(
 
 sub node_config {
     my ($n, $name) = @_;
-
-    $n->config(<<"EOF");
-    omniroute_zone zone=omniroute:1m;
-    omniroute_redis ${\ $redis->addr} node=$name prefix=t48: timeout=1s
-                    backoff=20ms backoff_max=200ms resync=1s
-                    log_interval=2s;
-
-    omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha;
-    omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
-                         priority=1;
-    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a2
-                         priority=2;
-
-    omniroute_client_key lk file=%%TESTDIR%%/lk connections=a1,a2
-                         scope=lease:exclusive;
-    omniroute_client_key lk2 file=%%TESTDIR%%/lk2 connections=a1,a2
-                         scope=lease:exclusive;
-    omniroute_client_key plain file=%%TESTDIR%%/plain connections=a1,a2;
-
-    omniroute_lease_ttl 30s max=1h;
-
-${\ server_block(leases => 1, api => 'admin')}
-EOF
+    OmniCluster::node_config($n, addr => $redis->addr, name => $name,
+        prefix => 't48:', redis_opts => 'resync=1s log_interval=2s',
+        body => OmniCluster::lease_body(lk2 => 1),
+        server => { leases => 1, api => 'admin' });
 }
 
 my $LEASES = $OmniCluster::LEASES;

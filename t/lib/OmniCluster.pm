@@ -68,6 +68,66 @@ sub start_nodes {
 
 sub gw { $_[0]->port('gw') }
 
+# a node's configuration: a 1m zone; omniroute_redis ADDR node=NAME
+# prefix=PREFIX, quick to reconnect, and the options of redis_opts; the
+# text of body; server_block(%$server)
+sub node_config {
+    my ($n, %o) = @_;
+    my $opts = defined $o{redis_opts} ? " $o{redis_opts}" : '';
+
+    $n->config(<<"END");
+    omniroute_zone zone=omniroute:1m;
+    omniroute_redis $o{addr} node=$o{name} prefix=$o{prefix} timeout=1s
+                    backoff=20ms backoff_max=200ms$opts;
+
+$o{body}
+${\ server_block(%{$o{server} || {}})}
+END
+}
+
+# the body of the tests of untrusted records: providers alpha (a1, a2),
+# beta (b1), delta, session affinity
+our $UNTRUSTED_BODY = <<'END';
+    omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha
+                       kind=apikey;
+    omniroute_provider beta url=http://127.0.0.1:%%PORT_mock_p%%/beta;
+    omniroute_provider delta url=http://127.0.0.1:%%PORT_mock_p%%/delta;
+
+    omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
+                         priority=1;
+    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a2
+                         priority=2;
+    omniroute_connection b1 provider=beta key_file=%%TESTDIR%%/key-b1;
+
+    omniroute_session_affinity 10m;
+END
+
+# the body of the lease tests: provider alpha (a1, a2), the exclusive
+# lease key lk (and lk2 with lk2 => 1), the key plain, omniroute_lease_ttl
+# ttl (default "30s max=1h")
+sub lease_body {
+    my (%o) = @_;
+    my $lk2 = !$o{lk2} ? '' : <<'END';
+    omniroute_client_key lk2 file=%%TESTDIR%%/lk2 connections=a1,a2
+                         scope=lease:exclusive;
+END
+    my $ttl = $o{ttl} // '30s max=1h';
+
+    return <<"END";
+    omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha;
+    omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
+                         priority=1;
+    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a2
+                         priority=2;
+
+    omniroute_client_key lk file=%%TESTDIR%%/lk connections=a1,a2
+                         scope=lease:exclusive;
+$lk2    omniroute_client_key plain file=%%TESTDIR%%/plain connections=a1,a2;
+
+    omniroute_lease_ttl $ttl;
+END
+}
+
 # the server block of a node: the gateway (/v1/) and the params location
 # (unless gateway => 0) and, by %o, the session leases (leases => 1), the
 # link and stats variables at /link and /stats (link => 1, stats => 1), the
