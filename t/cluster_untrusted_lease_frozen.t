@@ -64,11 +64,7 @@ sub frozen {
     return @r;
 }
 
-node_config($na, 'node-a');
-node_config($nb, 'node-b');
-
-$na->run(gw($na));
-$nb->run(gw($nb));
+OmniCluster::start_nodes(\&node_config, $na => 'node-a', $nb => 'node-b');
 
 ok(lease_up($na) && lease_up($nb), 'both nodes: lease calls reach Redis');
 

@@ -55,11 +55,7 @@ sub line { OmniCluster::lease_line($redis, @_) }
 
 sub field { (split / /, $_[0] // '')[$_[1]] }
 
-node_config($na, 'node-a');
-node_config($nb, 'node-b');
-
-$na->run(gw($na));
-$nb->run(gw($nb));
+OmniCluster::start_nodes(\&node_config, $na => 'node-a', $nb => 'node-b');
 
 ok(lease_up($na) && lease_up($nb), 'both nodes: lease calls reach Redis');
 

@@ -50,11 +50,7 @@ my $MIN = $OmniCluster::MIN;
 sub cli { return $redis->cli_x(@_); }
 
 
-node_config($na, 'node-a');
-node_config($nb, 'node-b');
-
-$na->run(gw($na));
-$nb->run(gw($nb));
+OmniCluster::start_nodes(\&node_config, $na => 'node-a', $nb => 'node-b');
 
 ok(links_up($na, $nb), 'both links up');
 
