@@ -132,8 +132,9 @@ END
 # (unless gateway => 0) and, by %o, the session leases (leases => 1), the
 # link and stats variables at /link and /stats (link => 1, stats => 1), the
 # debug location (debug => 1),
-# the admin API at / with the token of OMNI_TEST_API_TOKEN (api => 'token')
-# or at /admin/ without one (api => 'admin'); then the text of extra
+# the admin API at / with the token of OMNI_TEST_API_TOKEN (api => 'token'),
+# at /admin/ without one (api => 'admin') or at /api/ and /metrics (api =>
+# 'paths': the token is the http block's); then the text of extra
 sub server_block {
     my (%o) = @_;
     my $s = <<'END';
@@ -189,6 +190,16 @@ END
         location /admin/ {
             omniroute_api prefix=/admin;
             omniroute_api_token off;
+        }
+END
+    $s .= <<'END' if ($o{api} // '') eq 'paths';
+
+        location /api/ {
+            omniroute_api;
+        }
+
+        location = /metrics {
+            omniroute_api;
         }
 END
     $s .= $o{extra} // '';
