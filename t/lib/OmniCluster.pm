@@ -6,6 +6,10 @@ package OmniCluster;
 # Redis records (for tests that write hostile ones).  Core Perl only.
 #
 #   my ($na, $redis, $nb, $m) = OmniCluster::pair(files => {...});
+#   sub node_config {            # the test's: its prefix, body, locations
+#       OmniCluster::node_config($_[0], addr => $redis->addr,
+#           name => $_[1], prefix => 't99:', body => ..., server => {...});
+#   }
 #   OmniCluster::start_nodes(\&node_config, $na => 'node-a', $nb => ...);
 #   ok(OmniCluster::links_up($na, $nb), 'both links up');
 #
@@ -22,10 +26,10 @@ use OmniTest;
 use RedisServer;
 
 use Exporter 'import';
-our @EXPORT_OK = qw(gw server_block wait_for rec stats links_up api metric rejected chat
-                    lease infer conn_of leases_count lease_up redis_now
-                    lease_line value message breaker conn lockout pin
-                    override);
+our @EXPORT_OK = qw(gw server_block wait_for rec stats links_up api metric
+                    rejected chat lease infer conn_of leases_count lease_up
+                    redis_now lease_line value message breaker conn lockout
+                    pin override);
 our %EXPORT_TAGS = (all => \@EXPORT_OK);
 
 our $API_PREFIX = '';
@@ -46,7 +50,8 @@ sub pair {
     $nb->{ports}{mock_p} = $na->port('mock_p');
 
     for my $n ($na, $nb) {
-        $n->write_file($_, $opt{files}{$_}) for sort keys %{$opt{files} || {}};
+        $n->write_file($_, $opt{files}{$_})
+            for sort keys %{$opt{files} || {}};
     }
 
     return ($na, $redis, $nb, $m);
