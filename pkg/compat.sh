@@ -28,13 +28,14 @@ suites=("$@")
 # the integration subset: configuration checks, fallback, TLS to the
 # provider, streams (with the real SDKs), client keys, the admin API,
 # metrics, the status page in Chromium, reloads, the queue and the cluster
-# tests with redis-server (some 2 minutes)
+# tests with redis-server (TLS, a Sentinel failover with redis-sentinel,
+# which make test-deps installs; some 2 minutes)
 COMPAT_TESTS=${COMPAT_TESTS:-"t/config.t t/fallback.t t/fallback_transport.t
     t/upstream_tls.t t/stream.t t/stream_probe.t t/stream_cut.t
     t/stream_passthrough.t t/stream_sdk.t t/keys.t t/models.t t/api.t
     t/metrics.t t/status.t t/store_reload.t t/queue_fifo.t
     t/cluster_mirror.t t/cluster_leases.t t/cluster_untrusted.t t/cluster_tls.t
-    t/harness_deps.t"}
+    t/cluster_sentinel.t t/harness_deps.t"}
 
 passed=0 failed=0 summary=()
 finish() {

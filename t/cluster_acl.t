@@ -15,26 +15,19 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
+use OmniCluster qw(gw server_block wait_for);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
 my $PASSWORD = 'acl-pw-Kq27vX0';
 my $WRONG = 'wrong-pw-Zz81q';
 
-my $na = OmniTest->new;
-my $redis = RedisServer->new($na, user => 'omni', password => $PASSWORD)
-            ->start;
-my $nb = RedisServer::cluster_node($na, 'b');
-my $m = $na->mock('p');
-
-$nb->{ports}{mock_p} = $na->port('mock_p');
-
 my $LK = 'sk-lease-key-acl-0123456789';
 
-for my $n ($na, $nb) {
-    $n->write_file("key-$_", "sk-up-$_\n") for qw(a1 a2);
-    $n->write_file('lk', "$LK\n");
-}
+my ($na, $redis, $nb, $m) = OmniCluster::pair(
+    redis => { user => 'omni', password => $PASSWORD },
+    files => { 'key-a1' => "sk-up-a1\n", 'key-a2' => "sk-up-a2\n",
+               lk => "$LK\n" });
 
 $na->write_file('redis.pw', "$PASSWORD\n");
 $nb->write_file('redis.pw', "$WRONG\n");
@@ -54,43 +47,11 @@ sub node_config {
     omniroute_client_key lk file=%%TESTDIR%%/lk connections=a1,a2
                          scope=lease:exclusive;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location = /api/v1/session-leases {
-            omniroute_session_leases;
-        }
-
-        location /link {
-            return 200 "\$omniroute_redis_link";
-        }
-
-        location /stats {
-            return 200 "\$omniroute_redis_stats";
-        }
-    }
+${\ server_block(gateway => 0, leases => 1, link => 1, stats => 1)}
 EOF
 }
 
-sub gw { $_[0]->port('gw') }
-
-sub wait_for {
-    my ($cond, $timeout) = @_;
-    my $t0 = time;
-    while (time - $t0 < ($timeout // 5)) {
-        return 1 if $cond->();
-        sleep(0.01);
-    }
-    return 0;
-}
-
-sub lease {
-    my ($n, $body) = @_;
-    my $r = $n->post(gw($n), '/api/v1/session-leases', $body,
-                     Authorization => "Bearer $LK");
-    $r->{doc} = OmniTest::json($r) || {};
-    return $r;
-}
+sub lease { OmniCluster::lease($_[0], $LK, $_[1]) }
 
 # configuration errors: nginx -t names them
 

@@ -23,6 +23,7 @@ use POSIX ();
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
+use OmniCluster qw(server_block);
 use WallMock;
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
@@ -77,30 +78,7 @@ for my $n ($na, $nb) {
 
     omniroute_api_token env=OMNI_TEST_API_TOKEN;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /api/ {
-            omniroute_api;
-        }
-
-        location = /metrics {
-            omniroute_api;
-        }
-
-        location /debug {
-            omniroute_redis_debug;
-        }
-    }
+${\ server_block(debug => 1, api => 'paths')}
 EOF
 }
 

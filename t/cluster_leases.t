@@ -21,74 +21,25 @@ use Digest::SHA qw(sha256_hex);
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
+use OmniCluster qw(gw);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
-
-my $na = OmniTest->new;
-my $redis = RedisServer->new($na)->start;
-my $nb = RedisServer::cluster_node($na, 'b');
-my $m = $na->mock('p');
-
-$nb->{ports}{mock_p} = $na->port('mock_p');
 
 my $LK = 'sk-lease-key-one-0123456789';
 my $LK2 = 'sk-lease-key-two-0123456789';
 my $PLAIN = 'sk-plain-key-000-0123456789';
 
-for my $n ($na, $nb) {
-    $n->write_file("key-$_", "sk-up-$_\n") for qw(a1 a2);
-    $n->write_file('lk', "$LK\n");
-    $n->write_file('lk2', "$LK2\n");
-    $n->write_file('plain', "$PLAIN\n");
-}
+my ($na, $redis, $nb, $m) = OmniCluster::pair(
+    files => { 'key-a1' => "sk-up-a1\n", 'key-a2' => "sk-up-a2\n",
+               lk => "$LK\n", lk2 => "$LK2\n", plain => "$PLAIN\n" });
 
 sub node_config {
     my ($n, $name, $addr) = @_;
-
-    $n->config(<<"EOF");
-    omniroute_zone zone=omniroute:1m;
-    omniroute_redis $addr node=$name prefix=t31: timeout=1s backoff=20ms
-                    backoff_max=200ms;
-
-    omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha;
-    omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
-                         priority=1;
-    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a2
-                         priority=2;
-
-    omniroute_client_key lk file=%%TESTDIR%%/lk connections=a1,a2
-                         scope=lease:exclusive;
-    omniroute_client_key lk2 file=%%TESTDIR%%/lk2 connections=a1,a2
-                         scope=lease:exclusive;
-    omniroute_client_key plain file=%%TESTDIR%%/plain connections=a1,a2;
-
-    omniroute_lease_ttl 30s;
-
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location = /api/v1/session-leases {
-            omniroute_session_leases;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /admin/ {
-            omniroute_api prefix=/admin;
-            omniroute_api_token off;
-        }
-    }
-EOF
+    OmniCluster::node_config($n, addr => $addr, name => $name,
+        prefix => 't31:', body => OmniCluster::lease_body(lk2 => 1,
+                                                          ttl => '30s'),
+        server => { leases => 1, api => 'admin' });
 }
-
-sub gw { $_[0]->port('gw') }
 
 my $LEASES = '/api/v1/session-leases';
 my @tokens;

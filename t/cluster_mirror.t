@@ -17,6 +17,7 @@ use JSON::PP;
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
+use OmniCluster qw(server_block);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
@@ -51,26 +52,7 @@ sub node_config {
     omniroute_connection a4 provider=alpha key_file=%%TESTDIR%%/key-a1;
     omniroute_connection gone provider=alpha key_file=%%TESTDIR%%/key-a1;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /debug {
-            omniroute_redis_debug;
-        }
-
-        location /link {
-            return 200 "\$omniroute_redis_link";
-        }
-    }
+${\ server_block(debug => 1, link => 1)}
 EOF
 }
 

@@ -19,6 +19,7 @@ use POSIX ();
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
+use OmniCluster qw(server_block);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
@@ -53,26 +54,7 @@ for my $n ($na, $nb) {
     omniroute_connection after-kills provider=alpha
                          key_file=%%TESTDIR%%/key-a1;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /debug {
-            omniroute_redis_debug;
-        }
-
-        location /link {
-            return 200 "\$omniroute_redis_link";
-        }
-    }
+${\ server_block(debug => 1, link => 1)}
 EOF
 }
 

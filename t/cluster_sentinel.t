@@ -19,6 +19,7 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
+use OmniCluster qw(gw server_block wait_for);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
 OmniTest::need(RedisServer::sentinel_available(),
@@ -44,16 +45,6 @@ my $LK = 'sk-lease-key-snt-0123456789';
 for my $n ($na, $nb) {
     $n->write_file("key-$_", "sk-up-$_\n") for qw(a1 a2);
     $n->write_file('lk', "$LK\n");
-}
-
-sub wait_for {
-    my ($cond, $timeout) = @_;
-    my $t0 = time;
-    while (time - $t0 < ($timeout // 5)) {
-        return 1 if $cond->();
-        sleep(0.02);
-    }
-    return 0;
 }
 
 sub role { my $r = $_[0]->cmd('ROLE'); ref $r ? $r->[0] : '' }
@@ -87,59 +78,13 @@ sub node_config {
 
     omniroute_lease_ttl 60s;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location = /api/v1/session-leases {
-            omniroute_session_leases;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /link {
-            return 200 "\$omniroute_redis_link";
-        }
-    }
+${\ server_block(leases => 1, link => 1)}
 EOF
 }
 
-sub gw { $_[0]->port('gw') }
-
-sub lease {
-    my ($n, $body) = @_;
-    my $r = $n->post(gw($n), '/api/v1/session-leases', $body,
-                     Authorization => "Bearer $LK");
-    $r->{doc} = OmniTest::json($r) || {};
-    return $r;
-}
-
-sub infer {
-    my ($n, $owner, $gen) = @_;
-    return $n->post(gw($n), '/v1/chat/completions', { model => 'alpha/m' },
-                    Authorization => "Bearer $LK",
-                    'X-OmniRoute-Lease-Owner' => $owner,
-                    'X-OmniRoute-Lease-Generation' => $gen);
-}
-
-my $NOBODY = 'vlo_' . ('B' x 42) . 'A';
-
-# every worker has a lease link of its own: several answers in a row
-sub leases_up {
-    my ($n, $timeout) = @_;
-    my $ok = 0;
-    return wait_for(sub {
-        $ok = lease($n, { action => 'renew', owner => $NOBODY,
-                          generation => 1 })->{status} == 404
-              ? $ok + 1 : 0;
-        $ok >= 8 }, $timeout);
-}
+sub lease { OmniCluster::lease($_[0], $LK, $_[1]) }
+sub infer { OmniCluster::infer($_[0], $LK, $_[1], $_[2]) }
+sub leases_up { OmniCluster::lease_up($_[0], $LK, $_[1]) }
 
 sub link_up { $_[0]->get(gw($_[0]), '/link')->{body} eq 'up' }
 

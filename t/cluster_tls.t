@@ -18,6 +18,7 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
+use OmniCluster qw(gw server_block wait_for);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
@@ -62,17 +63,7 @@ sub node_config {
     omniroute_client_key lk file=%%TESTDIR%%/lk connections=a1,a2
                          scope=lease:exclusive;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location = /api/v1/session-leases {
-            omniroute_session_leases;
-        }
-
-        location /link {
-            return 200 "\$omniroute_redis_link";
-        }
-    }
+${\ server_block(gateway => 0, leases => 1, link => 1)}
 EOF
 }
 
@@ -140,23 +131,7 @@ node_config($nb, 'node-b', "$ADDR tls=on tls_ca=$d/ca.crt");
 $na->run($na->port('gw'));
 $nb->run($nb->port('gw'));
 
-sub wait_for {
-    my ($cond, $timeout) = @_;
-    my $t0 = time;
-    while (time - $t0 < ($timeout // 5)) {
-        return 1 if $cond->();
-        sleep(0.01);
-    }
-    return 0;
-}
-
-sub lease {
-    my ($n, $body) = @_;
-    my $r = $n->post($n->port('gw'), '/api/v1/session-leases', $body,
-                     Authorization => "Bearer $LK");
-    $r->{doc} = OmniTest::json($r) || {};
-    return $r;
-}
+sub lease { OmniCluster::lease($_[0], $LK, $_[1]) }
 
 ok(wait_for(sub { $na->get($na->port('gw'), '/link')->{body} eq 'up' }),
    'node A: the mirror is up over TLS with a client certificate');

@@ -19,147 +19,36 @@ use Digest::SHA qw(sha256_hex);
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
+use OmniCluster qw(gw wait_for lease infer conn_of metric
+                   rejected leases_count);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
-my $na = OmniTest->new;
-my $redis = RedisServer->new($na)->start;
-my $nb = RedisServer::cluster_node($na, 'b');
-my $m = $na->mock('p');
-
-$nb->{ports}{mock_p} = $na->port('mock_p');
+$OmniCluster::API_PREFIX = '/admin';
 
 my $LK = 'sk-lease-key-one-0123456789';
 my $LK2 = 'sk-lease-key-two-0123456789';
 my $PLAIN = 'sk-plain-key-000-0123456789';
 
-for my $n ($na, $nb) {
-    $n->write_file("key-$_", "sk-up-$_\n") for qw(a1 a2);
-    $n->write_file('lk', "$LK\n");
-    $n->write_file('lk2', "$LK2\n");
-    $n->write_file('plain', "$PLAIN\n");
-}
+my ($na, $redis, $nb, $m) = OmniCluster::pair(
+    files => { 'key-a1' => "sk-up-a1\n", 'key-a2' => "sk-up-a2\n",
+               lk => "$LK\n", lk2 => "$LK2\n",
+               plain => "$PLAIN\n" });
 
 sub node_config {
     my ($n, $name) = @_;
-
-    $n->config(<<"EOF");
-    omniroute_zone zone=omniroute:1m;
-    omniroute_redis ${\ $redis->addr} node=$name prefix=t48: timeout=1s
-                    backoff=20ms backoff_max=200ms resync=1s
-                    log_interval=2s;
-
-    omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha;
-    omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
-                         priority=1;
-    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a2
-                         priority=2;
-
-    omniroute_client_key lk file=%%TESTDIR%%/lk connections=a1,a2
-                         scope=lease:exclusive;
-    omniroute_client_key lk2 file=%%TESTDIR%%/lk2 connections=a1,a2
-                         scope=lease:exclusive;
-    omniroute_client_key plain file=%%TESTDIR%%/plain connections=a1,a2;
-
-    omniroute_lease_ttl 30s max=1h;
-
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location = /api/v1/session-leases {
-            omniroute_session_leases;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /admin/ {
-            omniroute_api prefix=/admin;
-            omniroute_api_token off;
-        }
-    }
-EOF
+    OmniCluster::node_config($n, addr => $redis->addr, name => $name,
+        prefix => 't48:', redis_opts => 'resync=1s log_interval=2s',
+        body => OmniCluster::lease_body(lk2 => 1),
+        server => { leases => 1, api => 'admin' });
 }
 
-sub gw { $_[0]->port('gw') }
+my $LEASES = $OmniCluster::LEASES;
+my $NOBODY = $OmniCluster::NOBODY;
 
-my $LEASES = '/api/v1/session-leases';
-
-sub lease {
-    my ($n, $key, $body) = @_;
-    my $r = $n->post(gw($n), $LEASES, $body, Authorization => "Bearer $key");
-    $r->{doc} = OmniTest::json($r) || {};
-    return $r;
-}
-
-sub infer {
-    my ($n, $key, $owner, $gen) = @_;
-    my %h = (Authorization => "Bearer $key");
-    $h{'X-OmniRoute-Lease-Owner'} = $owner if defined $owner;
-    $h{'X-OmniRoute-Lease-Generation'} = $gen if defined $gen;
-    return $n->post(gw($n), '/v1/chat/completions', { model => 'alpha/m' },
-                    %h);
-}
-
-sub conn_of { $_[0]->{headers}{'x-omniroute-connection'} // '' }
-
-sub metric {
-    my ($n, $name) = @_;
-    my $body = $n->get(gw($n), '/admin/metrics')->{body} // '';
-    return $body =~ /^\Q$name\E (\S+)$/m ? $1 : undef;
-}
-
-sub rejected { metric($_[0], 'omniroute_redis_records_rejected_total') // 0 }
-
-sub leases_count {
-    my ($n) = @_;
-    return (OmniTest::json($n->get(gw($n), '/admin/api/resilience/leases'))
-            || {})->{count};
-}
-
-sub wait_for {
-    my ($cond, $timeout) = @_;
-    my $t0 = time;
-    while (time - $t0 < ($timeout // 5)) {
-        return 1 if $cond->();
-        sleep(0.02);
-    }
-    return 0;
-}
-
-my $NOBODY = 'vlo_' . ('B' x 42) . 'A';
-
-sub lease_up {
-    my ($n) = @_;
-    my $ok = 0;
-    return wait_for(sub {
-        $ok = lease($n, $LK, { action => 'renew', owner => $NOBODY,
-                               generation => 1 })->{status} == 404
-              ? $ok + 1 : 0;
-        $ok >= 8 });
-}
-
-# Redis's clock, ms
-sub redis_now {
-    my $t = $redis->cmd('TIME');
-    return $t->[0] * 1000 + int($t->[1] / 1000);
-}
-
-# "1 OWNERHEX KEY CONN GENERATION VERSION ACQUIRED BOUND EXPIRES STATE"
-sub line {
-    my (%f) = @_;
-    my $now = redis_now();
-    return join ' ', 1, $f{owner} // sha256_hex(rand()), $f{key} // 'lk',
-           $f{conn} // 'a2', $f{gen} // 1, $f{ver} // $now * 1000,
-           $f{acq} // $now, $f{bound} // $now, $f{exp} // $now + 600_000,
-           $f{state} // 1;
-}
+sub lease_up { OmniCluster::lease_up($_[0], $LK) }
+sub redis_now { OmniCluster::redis_now($redis) }
+sub line { OmniCluster::lease_line($redis, @_) }
 
 
 sub lease_keys { grep { !/:lease:seq$/ } $redis->keys('t48:lease:*') }
@@ -175,11 +64,7 @@ sub frozen {
     return @r;
 }
 
-node_config($na, 'node-a');
-node_config($nb, 'node-b');
-
-$na->run(gw($na));
-$nb->run(gw($nb));
+OmniCluster::start_nodes(\&node_config, $na => 'node-a', $nb => 'node-b');
 
 ok(lease_up($na) && lease_up($nb), 'both nodes: lease calls reach Redis');
 

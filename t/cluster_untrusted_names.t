@@ -20,204 +20,39 @@ use POSIX ();
 use Time::HiRes qw(sleep time);
 use OmniTest;
 use RedisServer;
+use OmniCluster qw(:all);
 
 OmniTest::need(RedisServer::available(), 'redis-server not installed');
 
 my $TOKEN = 'untrusted-0123456789-abcdef';
-$ENV{OMNI_TEST_API_TOKEN} = $TOKEN;
+$ENV{OMNI_TEST_API_TOKEN} = $OmniCluster::API_TOKEN = $TOKEN;
 
-my $na = OmniTest->new(test_build => 1);
-my $redis = RedisServer->new($na)->start;
-my $nb = RedisServer::cluster_node($na, 'b');
-my $m = $na->mock('p');
-
-$nb->{ports}{mock_p} = $na->port('mock_p');
-
-for my $n ($na, $nb) {
-    $n->write_file('key-a1', "sk-a1\n");
-    $n->write_file('key-a2', "sk-a2\n");
-    $n->write_file('key-b1', "sk-b1\n");
-}
+my ($na, $redis, $nb, $m) = OmniCluster::pair(
+    test => { test_build => 1 },
+    files => { 'key-a1' => "sk-a1\n", 'key-a2' => "sk-a2\n",
+               'key-b1' => "sk-b1\n" });
 
 sub node_config {
     my ($n, $name) = @_;
-
-    $n->config(<<"EOF");
-    omniroute_zone zone=omniroute:1m;
-    omniroute_redis ${\ $redis->addr} node=$name prefix=t50: timeout=1s
-                    backoff=20ms backoff_max=200ms resync=1s
-                    log_interval=2s;
-
-    omniroute_provider alpha url=http://127.0.0.1:%%PORT_mock_p%%/alpha
-                       kind=apikey;
-    omniroute_provider beta url=http://127.0.0.1:%%PORT_mock_p%%/beta;
-    omniroute_provider delta url=http://127.0.0.1:%%PORT_mock_p%%/delta;
-
-    omniroute_connection a1 provider=alpha key_file=%%TESTDIR%%/key-a1
-                         priority=1;
-    omniroute_connection a2 provider=alpha key_file=%%TESTDIR%%/key-a2
-                         priority=2;
-    omniroute_connection b1 provider=beta key_file=%%TESTDIR%%/key-b1;
-
-    omniroute_session_affinity 10m;
-
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /debug {
-            omniroute_redis_debug;
-        }
-
-        location / {
-            omniroute_api;
-            omniroute_api_token env=OMNI_TEST_API_TOKEN;
-        }
-    }
-EOF
+    OmniCluster::node_config($n, addr => $redis->addr, name => $name,
+        prefix => 't50:', redis_opts => 'resync=1s log_interval=2s',
+        body => $OmniCluster::UNTRUSTED_BODY,
+        server => { debug => 1, api => 'token' });
 }
 
-sub gw { $_[0]->port('gw') }
+# the wire format: OmniCluster (value, message, breaker, conn, ...)
 
-sub rec {
-    my ($n, $q) = @_;
-    my $r = $n->get(gw($n), "/debug?$q");
-    return eval { decode_json($r->{body}) } || { error => $r->{body} };
-}
-
-sub stats { rec($_[0], '') }
-
-sub api {
-    my ($n, $method, $path) = @_;
-    my $r = $n->http(gw($n), OmniTest::request_text($method, $path, undef,
-                     Authorization => "Bearer $TOKEN"));
-    $r->{json} = eval { decode_json($r->{body}) };
-    return $r;
-}
-
-sub metric {
-    my ($n, $name) = @_;
-    my $body = api($n, 'GET', '/metrics')->{body} // '';
-    return $body =~ /^\Q$name\E (\S+)$/m ? $1 : undef;
-}
-
-sub wait_for {
-    my ($cond, $timeout) = @_;
-    my $t0 = time;
-    while (time - $t0 < ($timeout // 5)) {
-        return 1 if $cond->();
-        sleep(0.02);
-    }
-    return 0;
-}
-
-sub chat {
-    my ($n, %h) = @_;
-    return $n->post(gw($n), '/v1/chat/completions',
-                    { model => 'alpha/m', messages => [] }, %h);
-}
-
-###########################################################################
-# the wire format (src/core/or_wire.h) and the states (src/core/or_*.h),
-# x86-64 layouts
-
-my %TABLE = (breaker => 0, conn => 1, lockout => 2, rejected => 3,
-             settings => 5, pin => 6);
-my $NOW = int(time * 1000);
-my $MAX = 9223372036854775807;
-my $MIN = -9223372036854775807 - 1;
-
-# "OR" version table | size | time | state
-sub value {
-    my ($table, $state, $time) = @_;
-    return pack('a2CCVq<', 'OR', 1, $TABLE{$table}, length $state,
-                $time // $NOW) . $state;
-}
-
-# "OR" version op table node_len key_len 0 | time | size | 0 | node key state
-sub message {
-    my ($table, $key, $state, %o) = @_;
-    my $node = $o{node} // 'evil';
-    return pack('a2CCCCCCq<VV', 'OR', 1, 0, $TABLE{$table}, length $node,
-                length $key, 0, $o{time} // $NOW, length $state, 0)
-           . $node . $key . $state;
-}
-
-# or_breaker_t, 320 bytes
-sub breaker {
-    my (%f) = @_;
-    my @ring = @{$f{ring} // []};
-    push @ring, 0 while @ring < 32;
-    return pack('VVq<q<q<q<q<', $f{epoch} // 0, $f{gate_epoch} // 0,
-                $f{last_failure_at} // 0, $f{opened_at} // 0,
-                $f{open_until} // 0, $f{probe_until} // 0,
-                $f{gate_until} // 0)
-           . pack('q<32', @ring)
-           . pack('VvvCCCCV', $f{failures} // 0, $f{open_cycles} // 0,
-                  $f{successes} // 0, $f{state} // 0, $f{last_reason} // 0,
-                  $f{ring_len} // 0, 0, $f{reserved1} // 0);
-}
-
-# or_conn_state_t, 56 bytes
-sub conn {
-    my (%f) = @_;
-    return pack('VVq<q<q<q<VvvvssCC', $f{reset_epoch} // 0,
-                $f{clear_epoch} // 0, $f{terminal_at} // 0, $f{until} // 0,
-                $f{mark_at} // 0, $f{last_error_at} // 0, $f{failures} // 0,
-                $f{backoff_level} // 0, 0, 0, $f{last_status} // 0, 0,
-                $f{terminal} // 0, $f{last_reason} // 0);
-}
-
-# or_lockout_t, 48 bytes
-sub lockout {
-    my (%f) = @_;
-    return pack('VVq<q<q<q<sCCV', $f{epoch} // 0, $f{failures} // 0,
-                $f{until} // 0, $f{mark_at} // 0, $f{last_failure_at} // 0,
-                $f{decay_at} // 0, $f{last_status} // 0, $f{reason} // 0,
-                $f{scope} // 0, 0);
-}
-
-# or_pin_t, 152 bytes
-sub pin {
-    my (%f) = @_;
-    return pack('q<q<VvvZ128', $f{set_at}, $f{until}, $f{hash},
-                length $f{conn}, 0, $f{conn});
-}
-
-# ngx_omniroute_settings_override_t, 488 bytes: set, value[48], n_codes,
-# codes[16], catchall, its reason and scope, reserved, its cooldown
-sub override {
-    my (%v) = @_;
-    my ($set, @value) = (0, (0) x 48);
-    for my $i (keys %v) {
-        $set |= 1 << $i;
-        $value[$i] = $v{$i};
-    }
-    return pack('Q<q<48l<l<16l<l<l<l<x4q<', $set, @value, 0, (0) x 16,
-                0, 0, 0, 0, -1);
-}
+my $NOW = $OmniCluster::NOW = int(time * 1000);
+my $MAX = $OmniCluster::MAX;
+my $MIN = $OmniCluster::MIN;
 
 # redis-cli -x: the last argument (the value, the message) from stdin
 sub cli { return $redis->cli_x(@_); }
 
 
-node_config($na, 'node-a');
-node_config($nb, 'node-b');
+OmniCluster::start_nodes(\&node_config, $na => 'node-a', $nb => 'node-b');
 
-$na->run(gw($na));
-$nb->run(gw($nb));
-
-ok(wait_for(sub { (stats($na)->{state} // '') eq 'up'
-                  && (stats($nb)->{state} // '') eq 'up' }),
-   'both links up');
+ok(links_up($na, $nb), 'both links up');
 
 # the protective state the junk must not evict
 

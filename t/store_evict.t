@@ -18,6 +18,7 @@ use IO::Socket::INET;
 use JSON::PP;
 use Time::HiRes qw(time sleep);
 use OmniTest;
+use OmniStore qw(chat api metrics reasons);
 
 my $t = OmniTest->new;
 my $m = $t->mock('p');
@@ -31,7 +32,7 @@ $t->write_file('key-t1', "sk-t1~status=402\n");
 $t->write_file('key-l1', "sk-l1~status=503\n");
 $t->write_file('key-f1', "sk-f1\n");
 
-$t->config(<<'EOF');
+$t->config(<<"EOF");
     omniroute_zone zone=omniroute:1m;
 
     # local profile: 2 failures open the breaker, here for 10 minutes
@@ -67,67 +68,14 @@ $t->config(<<'EOF');
         }
     }
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-        access_log off;
-        keepalive_requests 1000000;
-
-        location /v1/ {
-            omniroute_pass;
-            omniroute_max_attempts 2;
-            omniroute_session_affinity 1h;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /api/ {
-            omniroute_api;
-        }
-
-        location = /metrics {
-            omniroute_api;
-        }
-    }
+${\ OmniStore::gateway_server(
+    head => ['access_log off', 'keepalive_requests 1000000'],
+    v1 => ['omniroute_max_attempts 2', 'omniroute_session_affinity 1h'])}
 EOF
 
 $t->run($t->port('gw'), $t->port('up'));
 my $gw = $t->port('gw');
-
-sub chat {
-    my ($model, %h) = @_;
-    return $t->post($gw, '/v1/chat/completions',
-                    { model => $model, messages => [] }, %h);
-}
-
-sub api {
-    my ($method, $path, $body) = @_;
-    my %h = (Authorization => "Bearer $TOKEN");
-    if (defined $body) {
-        $body = encode_json($body);
-        $h{'Content-Type'} = 'application/json';
-    }
-    my $r = $t->http($gw, OmniTest::request_text($method, $path, $body, %h));
-    $r->{json} = eval { decode_json($r->{body}) };
-    return $r;
-}
-
-sub metrics {
-    my %v;
-    for (split /\n/, api('GET', '/metrics')->{body} // '') {
-        $v{$1} = $2 if /^(\S+) (\S+)$/;
-    }
-    return \%v;
-}
-
-sub reasons {
-    my ($r) = @_;
-    my $doc = OmniTest::json($r) or return '';
-    return join ',', map { "$_->{connection}:$_->{reason}" }
-        @{$doc->{diagnostics}{excluded} || []};
-}
+OmniStore::node($t, $TOKEN);
 
 ###########################################################################
 # the protective state: breaker, cooldown, terminal state, lockout

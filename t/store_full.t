@@ -16,6 +16,7 @@ use File::Path qw(remove_tree);
 use JSON::PP;
 use Time::HiRes qw(time sleep);
 use OmniTest;
+use OmniStore qw(chat api metrics);
 
 my $t = OmniTest->new;
 my $m = $t->mock('p');
@@ -51,53 +52,13 @@ $conns
 
     omniroute_api_token env=OMNI_TEST_API_TOKEN;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-            omniroute_max_attempts 100;
-            omniroute_session_affinity 1h;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /api/ {
-            omniroute_api;
-        }
-
-        location = /metrics {
-            omniroute_api;
-        }
-    }
+${\ OmniStore::gateway_server(
+    v1 => ['omniroute_max_attempts 100', 'omniroute_session_affinity 1h'])}
 EOF
 
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
-
-sub chat {
-    my ($model, %h) = @_;
-    return $t->post($gw, '/v1/chat/completions',
-                    { model => $model, messages => [] }, %h);
-}
-
-sub api {
-    my ($method, $path) = @_;
-    my $r = $t->get($gw, $path, Authorization => "Bearer $TOKEN");
-    $r->{json} = eval { decode_json($r->{body}) };
-    return $r;
-}
-
-sub metrics {
-    my %v;
-    for (split /\n/, api('GET', '/metrics')->{body} // '') {
-        $v{$1} = $2 if /^(\S+) (\S+)$/;
-    }
-    return \%v;
-}
+OmniStore::node($t, $TOKEN);
 
 sub terminal {
     my $cd = api('GET', '/api/resilience/cooldowns?provider=term')->{json};

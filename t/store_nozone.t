@@ -15,6 +15,7 @@ use Test::More;
 use JSON::PP;
 use Time::HiRes qw(sleep);
 use OmniTest;
+use OmniStore qw(chat api metric);
 
 my $t = OmniTest->new;
 my $m = $t->mock('p');
@@ -56,7 +57,7 @@ EOF
 ($rc, $out) = $t->test_config;
 is($rc, 0, 'solved by declaring omniroute_zone') or diag($out);
 
-$t->config(<<'EOF');
+$t->config(<<"EOF");
     omniroute_provider brk url=http://127.0.0.1:%%PORT_mock_p%%/brk
                        kind=local cooldown_base=1ms cooldown_max=5ms
                        breaker_reset=10m;
@@ -66,27 +67,8 @@ $t->config(<<'EOF');
 
     omniroute_api_token env=OMNI_TEST_API_TOKEN;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-            omniroute_max_attempts 1;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /api/ {
-            omniroute_api;
-        }
-
-        location = /metrics {
-            omniroute_api;
-        }
-    }
+${\ OmniStore::gateway_server(
+    v1 => ['omniroute_max_attempts 1'])}
 EOF
 
 ($rc, $out) = $t->test_config;
@@ -95,31 +77,7 @@ unlike($out, qr/\[(warn|emerg|alert)\]/, 'and says nothing about it');
 
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
-
-sub chat {
-    my ($model) = @_;
-    return $t->post($gw, '/v1/chat/completions',
-                    { model => $model, messages => [] });
-}
-
-sub api {
-    my ($method, $path, $body) = @_;
-    my %h = (Authorization => "Bearer $TOKEN");
-    if (defined $body) {
-        $body = encode_json($body);
-        $h{'Content-Type'} = 'application/json';
-    }
-    my $r = $t->http($gw, OmniTest::request_text($method, $path, $body, %h));
-    $r->{json} = eval { decode_json($r->{body}) };
-    return $r;
-}
-
-sub metric {
-    my ($name) = @_;
-    my ($v) = (api('GET', '/metrics')->{body} // '')
-        =~ /^\Q$name\E (\S+)$/m;
-    return $v;
-}
+OmniStore::node($t, $TOKEN);
 
 is(metric('omniroute_zone_size_bytes'), 10 << 20,
    'the built-in zone of 10m');

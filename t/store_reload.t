@@ -19,6 +19,7 @@ use File::Path qw(remove_tree);
 use JSON::PP;
 use Time::HiRes qw(time sleep);
 use OmniTest;
+use OmniStore qw(chat api metrics reasons);
 
 my $t = OmniTest->new;
 my $m = $t->mock('p');
@@ -62,67 +63,15 @@ sub configure {
 
     omniroute_api_token env=OMNI_TEST_API_TOKEN;
 
-    server {
-        listen 127.0.0.1:%%PORT_gw%%;
-
-        location /v1/ {
-            omniroute_pass;
-            omniroute_max_attempts 2;
-            omniroute_session_affinity 1h;
-        }
-
-        location /_omniroute {
-            internal;
-            include %%PARAMS%%;
-        }
-
-        location /api/ {
-            omniroute_api;
-        }
-
-        location = /metrics {
-            omniroute_api;
-        }
-    }
+${\ OmniStore::gateway_server(
+    v1 => ['omniroute_max_attempts 2', 'omniroute_session_affinity 1h'])}
 EOF
 }
 
 configure('omniroute:16m');
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
-
-sub chat {
-    my ($model, %h) = @_;
-    return $t->post($gw, '/v1/chat/completions',
-                    { model => $model, messages => [] }, %h);
-}
-
-sub api {
-    my ($method, $path, $body) = @_;
-    my %h = (Authorization => "Bearer $TOKEN");
-    if (defined $body) {
-        $body = encode_json($body);
-        $h{'Content-Type'} = 'application/json';
-    }
-    my $r = $t->http($gw, OmniTest::request_text($method, $path, $body, %h));
-    $r->{json} = eval { decode_json($r->{body}) };
-    return $r;
-}
-
-sub metrics {
-    my %v;
-    for (split /\n/, api('GET', '/metrics')->{body} // '') {
-        $v{$1} = $2 if /^(\S+) (\S+)$/;
-    }
-    return \%v;
-}
-
-sub reasons {
-    my ($r) = @_;
-    my $doc = OmniTest::json($r) or return '';
-    return join ',', map { "$_->{connection}:$_->{reason}" }
-        @{$doc->{diagnostics}{excluded} || []};
-}
+OmniStore::node($t, $TOKEN);
 
 sub pinned_to {
     my ($session) = @_;
