@@ -36,7 +36,7 @@ for my $n ($na, $nb) {
 
     $n->config(<<"EOF");
     omniroute_zone zone=omniroute:1m;
-    omniroute_redis @{[$redis->addr]} node=$name prefix=t21: timeout=500ms
+    omniroute_redis @{[$redis->addr]} node=$name prefix=t21: timeout=2s
                     keepalive=200ms backoff=20ms backoff_max=300ms
                     log_interval=60s;
 
@@ -180,7 +180,9 @@ my @bad = grep { $_->[0] != 200 } @req;
 my $max = max map { $_->[1] } @req;
 cmp_ok(scalar(@req), '>', 100, scalar(@req) . ' requests during the outage');
 is(scalar(@bad), 0, 'zero client-visible failures while Redis was down');
-cmp_ok($max, '<', 250, "no request waited for Redis (slowest $max ms)");
+# a request that waited for Redis would take its reply timeout (2 s): half
+# of it tells the two apart on a loaded machine too
+cmp_ok($max, '<', 1000, "no request waited for Redis (slowest $max ms)");
 
 ###########################################################################
 # Redis frozen (accepts nothing, answers nothing): timeouts, not hangs
@@ -190,9 +192,9 @@ sleep(0.2);
 
 $redis->pause;
 
-ok(defined wait_for(sub { link_state($na) eq 'down' }, 3),
+ok(defined wait_for(sub { link_state($na) eq 'down' }, 6),
    'A: a frozen Redis is detected (reply timeout)');
-ok(defined wait_for(sub { link_state($nb) eq 'down' }, 3), 'B: detected');
+ok(defined wait_for(sub { link_state($nb) eq 'down' }, 6), 'B: detected');
 sleep(0.5);
 
 $redis->resume;
@@ -205,7 +207,7 @@ ok(defined wait_for(sub { link_state($nb) eq 'up' }, 5), 'B: up after thaw');
 $max = max map { $_->[1] } @req;
 is(scalar(@bad), 0, 'zero failures while Redis was frozen (' . scalar(@req)
    . ' requests)');
-cmp_ok($max, '<', 250, "none waited for Redis (slowest $max ms)");
+cmp_ok($max, '<', 1000, "none waited for Redis (slowest $max ms)");
 
 rec($na, 'table=conn&key=after-thaw&op=cooldown&ms=30000');
 ok(defined wait_for(sub { rec($nb, 'table=conn&key=after-thaw')->{found} }, 2),
