@@ -84,7 +84,8 @@ static void or_usage_number_end(or_usage_t *u);
 static int or_usage_value_start(or_usage_t *u, char ch);
 static size_t or_usage_step(or_usage_t *u, const char *p, const char *last);
 static void or_usage_scan(or_usage_t *u, const char *p, size_t len);
-static const char *or_usage_ws(const char *p, const char *last);
+static inline const char *or_usage_ws(const char *p,
+    const char *last);
 static const char *or_usage_skip(const char *p, const char *last, int depth);
 static int or_usage_key2(const char *p, size_t n);
 static const char *or_usage_object(or_usage_t *u, const char *m,
@@ -600,9 +601,14 @@ or_usage_scan(or_usage_t *u, const char *p, size_t len)
  * verdict as ever.
  */
 
-static const char *
+static inline const char *
 or_usage_ws(const char *p, const char *last)
 {
+    if (p < last && (unsigned char) *p > ' ') {
+        /* the common case: no whitespace */
+        return p;
+    }
+
     while (p < last
            && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
     {
