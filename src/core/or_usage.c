@@ -92,6 +92,8 @@ static const char *or_usage_object(or_usage_t *u, const char *m,
     const char *p, const char *last);
 static const char *or_usage_members(or_usage_t *u, const char *p,
     const char *last);
+static const char *or_usage_from(or_usage_t *u, const char *m,
+    const char *last);
 
 
 void
@@ -161,10 +163,17 @@ or_usage_event(or_usage_t *u, const char *data, size_t len)
         return 0;
     }
 
-    /* {"usage": {...} ...: the object's own members end the scan */
+    /*
+     * {"usage": {...} ...: the object's own members end the scan; the
+     * lexer's state after that "{" is the reader's at a member's start
+     */
 
-    or_usage_feed(u, "{", 1);
-    or_usage_feed(u, key, last - key);
+    u->fed = 1;
+    p = or_usage_from(u, key, last);
+
+    if (u->state == OR_USAGE_SCANNING) {
+        or_usage_scan(u, p, last - p);
+    }
 
     return or_usage_found(u);
 }
@@ -955,16 +964,25 @@ level1:
 static const char *
 or_usage_members(or_usage_t *u, const char *p, const char *last)
 {
-    size_t       n;
-    const char  *m, *q;
-
     p = or_usage_ws(p, last);
 
     if (p >= last || *p != '{') {
         return NULL;
     }
 
-    for (m = p + 1; ; m = p + 1) {
+    return or_usage_from(u, p + 1, last);
+}
+
+
+/* the top-level object's members from m (after its "{" or a ",") */
+
+static const char *
+or_usage_from(or_usage_t *u, const char *m, const char *last)
+{
+    size_t       n;
+    const char  *p, *q;
+
+    for ( ;; m = p + 1) {
         /* m: a member's start, after "{" or "," */
 
         p = or_usage_ws(m, last);
