@@ -88,6 +88,10 @@ static inline const char *or_usage_ws(const char *p,
     const char *last);
 static const char *or_usage_skip(const char *p, const char *last, int depth);
 static int or_usage_key2(const char *p, size_t n);
+static const char *or_usage_number(const char *p, const char *last,
+    uint64_t *value);
+static const char *or_usage_details(or_usage_t *u, int parent,
+    const char *p, const char *last);
 static const char *or_usage_object(or_usage_t *u, const char *m,
     const char *p, const char *last);
 static const char *or_usage_members(or_usage_t *u, const char *p,
@@ -800,9 +804,158 @@ or_usage_key2(const char *p, size_t n)
 
 
 /*
+ * A number the lexer keeps (digits only, capped as it caps them) and what
+ * ends its member: past the number, at the "," or "}" after it; NULL for
+ * anything else.
+ */
+
+static const char *
+or_usage_number(const char *p, const char *last, uint64_t *value)
+{
+    uint64_t  number;
+
+    if (p >= last || *p < '0' || *p > '9') {
+        return NULL;
+    }
+
+    number = 0;
+
+    for ( /* void */ ; p < last && *p >= '0' && *p <= '9'; p++) {
+        if (number < OR_USAGE_VALUE_MAX) {
+            number = number * 10 + (uint64_t) (*p - '0');
+
+            if (number > OR_USAGE_VALUE_MAX) {
+                number = OR_USAGE_VALUE_MAX;
+            }
+        }
+    }
+
+    if (p >= last || *p == '.' || *p == 'e' || *p == 'E' || *p == '+'
+        || *p == '-')
+    {
+        return NULL;
+    }
+
+    p = or_usage_ws(p, last);
+
+    if (p >= last || (*p != ',' && *p != '}')) {
+        return NULL;
+    }
+
+    *value = number;
+
+    return p;
+}
+
+
+/*
+ * The object (p past its "{") of a usage member named parent: members of
+ * numbers only, those of level 3 under their parent kept (cached_tokens,
+ * reasoning_tokens), all at once when it closed and its member ended;
+ * returns the "," or "}" after it, NULL for anything else (u untouched).
+ */
+
+static const char *
+or_usage_details(or_usage_t *u, int parent, const char *p, const char *last)
+{
+    int                    key;
+    size_t                 n;
+    unsigned               seen;
+    uint64_t               number, tokens[OR_USAGE_KINDS];
+    const char            *q;
+    const or_usage_key_t  *k;
+
+    seen = 0;
+    tokens[OR_USAGE_CACHED] = 0;
+    tokens[OR_USAGE_REASONING] = 0;
+
+    for ( ;; ) {
+        p = or_usage_ws(p, last);
+
+        if (p >= last) {
+            return NULL;
+        }
+
+        if (*p == '}') {
+            break;
+        }
+
+        if (*p != '"') {
+            return NULL;
+        }
+
+        q = or_run_plain(p + 1, last);
+
+        if (q >= last || *q != '"') {
+            return NULL;
+        }
+
+        n = q - (p + 1);
+        key = OR_UK_OTHER;
+
+        for (k = or_usage_keys; k->name; k++) {
+            if (k->len == n && k->level == 3 && k->parent == parent
+                && memcmp(k->name, p + 1, n) == 0)
+            {
+                key = k->key;
+                break;
+            }
+        }
+
+        p = or_usage_ws(q + 1, last);
+
+        if (p >= last || *p != ':') {
+            return NULL;
+        }
+
+        p = or_usage_number(or_usage_ws(p + 1, last), last, &number);
+
+        if (p == NULL) {
+            return NULL;
+        }
+
+        if (key == OR_UK_CACHED) {
+            tokens[OR_USAGE_CACHED] = number;
+            seen |= 1u << OR_USAGE_CACHED;
+
+        } else if (key == OR_UK_REASONING) {
+            tokens[OR_USAGE_REASONING] = number;
+            seen |= 1u << OR_USAGE_REASONING;
+        }
+
+        if (*p == '}') {
+            break;
+        }
+
+        p++;
+    }
+
+    /* its member's end in the usage object */
+
+    p = or_usage_ws(p + 1, last);
+
+    if (p >= last || (*p != ',' && *p != '}')) {
+        return NULL;
+    }
+
+    if (seen & (1u << OR_USAGE_CACHED)) {
+        u->tokens[OR_USAGE_CACHED] = tokens[OR_USAGE_CACHED];
+    }
+
+    if (seen & (1u << OR_USAGE_REASONING)) {
+        u->tokens[OR_USAGE_REASONING] = tokens[OR_USAGE_REASONING];
+    }
+
+    u->seen |= seen;
+
+    return p;
+}
+
+
+/*
  * A top-level usage member, m its start, p past its key: its object's
- * numbers read in place; anything else (a details object, a number the
- * lexer does not keep, a piece's end) goes to the lexer, put in its state
+ * numbers and details objects read in place; anything else (a deeper
+ * object, a number the lexer does not keep, a piece's end) goes to the lexer, put in its state
  * at the start of the member it is in.
  */
 
@@ -866,31 +1019,26 @@ or_usage_object(or_usage_t *u, const char *m, const char *p,
 
         p = or_usage_ws(p + 1, last);
 
-        if (p >= last || *p < '0' || *p > '9') {
-            goto level2;
-        }
+        if (p < last && *p == '{') {
+            /* a details object: its numbers at level 3 */
+            q = or_usage_details(u, key, p + 1, last);
 
-        number = 0;
-
-        for ( /* void */ ; p < last && *p >= '0' && *p <= '9'; p++) {
-            if (number < OR_USAGE_VALUE_MAX) {
-                number = number * 10 + (uint64_t) (*p - '0');
-
-                if (number > OR_USAGE_VALUE_MAX) {
-                    number = OR_USAGE_VALUE_MAX;
-                }
+            if (q == NULL) {
+                goto level2;
             }
+
+            p = q;
+
+            if (*p == '}') {
+                break;
+            }
+
+            continue;
         }
 
-        if (p >= last || *p == '.' || *p == 'e' || *p == 'E' || *p == '+'
-            || *p == '-')
-        {
-            goto level2;
-        }
+        q = or_usage_number(p, last, &number);
 
-        q = or_usage_ws(p, last);
-
-        if (q >= last || (*q != ',' && *q != '}')) {
+        if (q == NULL) {
             goto level2;
         }
 

@@ -291,6 +291,16 @@ main(void)
             "{\"usage\":{\"input_tokens_details\":{\"cached_tokens\":4},"
             "\"input_tokens\":6}}",
             "{\"usage\":\"none\",\"b\":2}",
+            "{\"usage\":{\"prompt_tokens_details\":{\"cached_tokens\":3},"
+            "\"completion_tokens_details\":{\"reasoning_tokens\":2,"
+            "\"reasoning_tokens\":5},\"prompt_tokens\":1}}",
+            "{\"usage\":{\"prompt_tokens_details\":{\"cached_tokens\":3.0}}}",
+            "{\"usage\":{\"prompt_tokens_details\":{\"cached_tokens\":3,}}}",
+            "{\"usage\":{\"prompt_tokens_details\":{\"x\":{\"y\":1}}}}",
+            "{\"usage\":{\"prompt_tokens\":{\"cached_tokens\":3}}}",
+            "{\"usage\":{\"output_tokens_details\":{\"cached_tokens\":3}}}",
+            "{\"usage\":{\"input_tokens_details\":{\"cached_tokens\":3} x}}",
+            "{\"usage\":{\"input_tokens_details\":{\"cached_tokens\":3}",
             "{}",
             NULL
         };
