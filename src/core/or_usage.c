@@ -3,6 +3,10 @@
  */
 
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE             /* memmem() */
+#endif
+
 #include <string.h>
 
 #include "or_usage.h"
@@ -144,8 +148,10 @@ or_usage_event(or_usage_t *u, const char *data, size_t len)
     key = NULL;
     last = data + len;
 
+    /* the candidates: every "usage (one quote: the hits never overlap) */
+
     for (p = data; p < last; p = q + 1) {
-        q = memchr(p, '"', last - p);
+        q = memmem(p, last - p, "\"usage", sizeof("\"usage") - 1);
 
         if (q == NULL) {
             break;
