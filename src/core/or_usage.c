@@ -961,8 +961,8 @@ or_usage_details(or_usage_t *u, int parent, const char *p, const char *last)
 /*
  * A top-level usage member, m its start, p past its key: its object's
  * numbers and details objects read in place; anything else (a deeper
- * object, a number the lexer does not keep, a piece's end) goes to the lexer, put in its state
- * at the start of the member it is in.
+ * object, a number the lexer does not keep, a piece's end) goes to the
+ * lexer, put in its state at the start of the member it is in.
  */
 
 static const char *
