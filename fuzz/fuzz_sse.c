@@ -22,12 +22,14 @@
 #include "or_sse.h"
 #include "or_stream.h"
 #include "or_classify.h"
+#include "or_json.h"
 
 
 #define FUZZ_MAX_EVENTS  512
 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+static void fuzz_malformed(const or_sse_event_t *ev);
 static size_t fuzz_scan(const char *s, size_t len, unsigned seed,
     char *kinds, size_t *bytes);
 static void fuzz_event(const or_sse_event_t *ev);
@@ -36,6 +38,38 @@ static void fuzz_shape(const or_sse_event_t *ev);
 
 
 static or_sse_t  fuzz_scanner;
+
+
+/*
+ * The malformed check as the full reading had it (an object not read
+ * whole by or_json_skip() at depth 64, OR_SSE_MALFORMED_NEST, to the
+ * data's end): the check in the members' pass gives the same verdict
+ */
+
+static void
+fuzz_malformed(const or_sse_event_t *ev)
+{
+    int              bad;
+    const char      *p, *e, *v;
+    or_sse_event_t   full;
+
+    memset(&full, 0, sizeof(full));
+    or_sse_classify(ev->name, ev->name_len, ev->data, ev->data_len,
+                    ev->data_total, &full);
+
+    e = ev->data + ev->data_len;
+    p = or_json_ws(ev->data, e);
+    bad = 0;
+
+    if (!full.truncated && p < e && *p == '{') {
+        v = or_json_skip(p, e, 64);
+        bad = (v == NULL || or_json_ws(v, e) != e);
+    }
+
+    if (full.malformed != bad) {
+        abort();
+    }
+}
 
 
 static void
@@ -65,6 +99,8 @@ fuzz_event(const or_sse_event_t *ev)
     if (ev->kind == OR_SSE_EV_NONE || ev->kind > OR_SSE_EV_DONE) {
         abort();
     }
+
+    fuzz_malformed(ev);
 
     if (ev->data_len == 0) {
         return;

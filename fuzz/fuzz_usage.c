@@ -5,7 +5,10 @@
  * bytes.  The body is scanned whole, one byte at a time, and in two
  * pieces split where the first byte says; all three must agree, every
  * count must be within OR_USAGE_VALUE_MAX and only the four kinds may be
- * seen.  With a byte bound the scan must never look further.
+ * seen.  With a byte bound the scan must never look further.  Fed whole,
+ * the first piece is read by the reader of members (or_usage_members());
+ * one byte at a time, by the lexer alone: the comparison is the new
+ * reading's against the old.  The same for an event's usage.
  */
 
 
@@ -19,6 +22,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void fuzz_check(const or_usage_t *u);
 static int fuzz_same(const or_usage_t *a, const or_usage_t *b);
+static int fuzz_event_ref(or_usage_t *u, const char *data, size_t len);
 
 
 static void
@@ -52,6 +56,45 @@ fuzz_same(const or_usage_t *a, const or_usage_t *b)
     return a->found == b->found && a->seen == b->seen
            && a->state == b->state
            && memcmp(a->tokens, b->tokens, sizeof(a->tokens)) == 0;
+}
+
+
+/*
+ * or_usage_event() as the lexer alone reads it: "{", then from the last
+ * quoted "usage" or "usageMetadata" on, a byte at a time (a piece that is
+ * not the first is never read by the first piece's reader)
+ */
+
+static int
+fuzz_event_ref(or_usage_t *u, const char *data, size_t len)
+{
+    size_t       i, n;
+    const char  *key;
+
+    or_usage_init(u, 0);
+    key = NULL;
+
+    for (i = 0; i < len; i++) {
+        n = len - i;
+
+        if ((n > 7 && memcmp(data + i, "\"usage\"", 7) == 0)
+            || (n > 15 && memcmp(data + i, "\"usageMetadata\"", 15) == 0))
+        {
+            key = data + i;
+        }
+    }
+
+    if (key == NULL) {
+        return 0;
+    }
+
+    or_usage_feed(u, "{", 1);
+
+    for ( /* void */ ; key < data + len; key++) {
+        or_usage_feed(u, key, 1);
+    }
+
+    return or_usage_found(u);
 }
 
 
@@ -112,6 +155,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     fuzz_check(&event);
+
+    /* the same as the lexer alone */
+
+    if (fuzz_event_ref(&bytes, s, size) != or_usage_found(&event)
+        || bytes.seen != event.seen
+        || memcmp(bytes.tokens, event.tokens, sizeof(event.tokens)) != 0)
+    {
+        abort();
+    }
 
     return 0;
 }

@@ -58,6 +58,8 @@ typedef struct {
 
 
 static const char *or_sj_get(const char *p, const char *e, const char *key);
+static int or_sj_members_whole(const char *p, const char *e,
+    or_sj_member_t *m, size_t n);
 static const char *or_sj_members(const char *p, const char *e,
     or_sj_member_t *m, size_t n, int to_end);
 static const char *or_sj_after(const char *p, const char *e);
@@ -217,6 +219,89 @@ or_sj_members(const char *p, const char *e, or_sj_member_t *m, size_t n,
     }
 
     return (p < e && *p == '}') ? p + 1 : NULL;
+}
+
+
+/*
+ * or_sj_members() to the object's end, that end the data's (e, but for
+ * whitespace) and no "," before its "}": 1 then, and the object is what
+ * or_json_skip() reads whole at any depth of at least OR_SJ_NEST + 1 (each
+ * member's value was, at OR_SJ_NEST) -- the malformed check, in the same
+ * pass as the members; m as or_sj_members() fills it.  0: not told (the
+ * full check reads the object).
+ */
+
+static int
+or_sj_members_whole(const char *p, const char *e, or_sj_member_t *m,
+    size_t n)
+{
+    size_t       i;
+    const char  *k, *ke;
+
+    for (i = 0; i < n; i++) {
+        m[i].val = NULL;
+    }
+
+    if (p >= e || *p != '{') {
+        return 0;
+    }
+
+    p = or_json_ws(p + 1, e);
+
+    if (p < e && *p == '}') {
+        return or_json_ws(p + 1, e) == e;
+    }
+
+    for ( ;; ) {
+        if (p >= e || *p != '"') {
+            return 0;
+        }
+
+        k = p + 1;
+        ke = or_json_string_end(p, e);
+
+        if (ke == NULL) {
+            return 0;
+        }
+
+        p = or_json_ws(ke, e);
+
+        if (p >= e || *p != ':') {
+            return 0;
+        }
+
+        p = or_json_ws(p + 1, e);
+
+        if (p >= e) {
+            return 0;
+        }
+
+        for (i = 0; i < n; i++) {
+            if (m[i].val == NULL && (size_t) (ke - 1 - k) == m[i].len
+                && *k == *m[i].key && memcmp(k, m[i].key, m[i].len) == 0)
+            {
+                m[i].val = p;
+                break;
+            }
+        }
+
+        p = or_json_skip(p, e, OR_SJ_NEST);
+        if (p == NULL) {
+            return 0;
+        }
+
+        p = or_json_ws(p, e);
+
+        if (p < e && *p == '}') {
+            return or_json_ws(p + 1, e) == e;
+        }
+
+        if (p >= e || *p != ',') {
+            return 0;
+        }
+
+        p = or_json_ws(p + 1, e);
+    }
 }
 
 
@@ -585,6 +670,7 @@ static void
 or_sse_what(const char *name, size_t name_len, const char *data,
     size_t data_len, size_t data_total, or_sse_event_t *ev)
 {
+    int              walked;
     size_t           tlen;
     const char      *p, *e, *v, *type;
     or_sj_member_t   top[] = {
@@ -631,8 +717,12 @@ or_sse_what(const char *name, size_t name_len, const char *data,
 
     if (p < e && *p == '{') {
 
+        walked = 0;
+
         if (!ev->truncated) {
-            v = or_json_skip(p, e, OR_SSE_MALFORMED_NEST);
+            /* the members found in the malformed check's pass, if it can */
+            walked = or_sj_members_whole(p, e, top, OR_SSE_TOP_N);
+            v = walked ? e : or_json_skip(p, e, OR_SSE_MALFORMED_NEST);
 
             if (v == NULL || or_json_ws(v, e) != e) {
                 /* a cut or garbled JSON object: no answer to pass on */
@@ -661,7 +751,9 @@ or_sse_what(const char *name, size_t name_len, const char *data,
 
         /* an unknown or no event name: the data's own "type" */
 
-        (void) or_sj_members(p, e, top, OR_SSE_TOP_N, 0);
+        if (!walked) {
+            (void) or_sj_members(p, e, top, OR_SSE_TOP_N, 0);
+        }
 
         v = top[OR_SSE_TOP_TYPE].val;
 

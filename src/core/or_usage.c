@@ -3,6 +3,10 @@
  */
 
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE             /* memmem() */
+#endif
+
 #include <string.h>
 
 #include "or_usage.h"
@@ -83,6 +87,21 @@ static void or_usage_value_end(or_usage_t *u);
 static void or_usage_number_end(or_usage_t *u);
 static int or_usage_value_start(or_usage_t *u, char ch);
 static size_t or_usage_step(or_usage_t *u, const char *p, const char *last);
+static void or_usage_scan(or_usage_t *u, const char *p, size_t len);
+static inline const char *or_usage_ws(const char *p,
+    const char *last);
+static const char *or_usage_skip(const char *p, const char *last, int depth);
+static int or_usage_key2(const char *p, size_t n);
+static const char *or_usage_number(const char *p, const char *last,
+    uint64_t *value);
+static const char *or_usage_details(or_usage_t *u, int parent,
+    const char *p, const char *last);
+static const char *or_usage_object(or_usage_t *u, const char *m,
+    const char *p, const char *last);
+static const char *or_usage_members(or_usage_t *u, const char *p,
+    const char *last);
+static const char *or_usage_from(or_usage_t *u, const char *m,
+    const char *last);
 
 
 void
@@ -129,8 +148,10 @@ or_usage_event(or_usage_t *u, const char *data, size_t len)
     key = NULL;
     last = data + len;
 
+    /* the candidates: every "usage (one quote: the hits never overlap) */
+
     for (p = data; p < last; p = q + 1) {
-        q = memchr(p, '"', last - p);
+        q = memmem(p, last - p, "\"usage", sizeof("\"usage") - 1);
 
         if (q == NULL) {
             break;
@@ -152,10 +173,17 @@ or_usage_event(or_usage_t *u, const char *data, size_t len)
         return 0;
     }
 
-    /* {"usage": {...} ...: the object's own members end the scan */
+    /*
+     * {"usage": {...} ...: the object's own members end the scan; the
+     * lexer's state after that "{" is the reader's at a member's start
+     */
 
-    or_usage_feed(u, "{", 1);
-    or_usage_feed(u, key, last - key);
+    u->fed = 1;
+    p = or_usage_from(u, key, last);
+
+    if (u->state == OR_USAGE_SCANNING) {
+        or_usage_scan(u, p, last - p);
+    }
 
     return or_usage_found(u);
 }
@@ -547,8 +575,12 @@ or_usage_step(or_usage_t *u, const char *p, const char *last)
 }
 
 
-void
-or_usage_feed(or_usage_t *u, const char *p, size_t len)
+/*
+ * The scan proper: the lexer byte by byte (runs at once), any split.
+ */
+
+static void
+or_usage_scan(or_usage_t *u, const char *p, size_t len)
 {
     int          bounded;
     const char  *last;
@@ -574,4 +606,624 @@ or_usage_feed(or_usage_t *u, const char *p, size_t len)
     if (bounded && u->state == OR_USAGE_SCANNING) {
         u->state = OR_USAGE_STOPPED;
     }
+}
+
+
+/*
+ * The answer's first piece: its top-level members before the first one
+ * named "usage" or "usageMetadata" skipped by a reader that accepts
+ * exactly what the lexer accepts (or_usage_skip()), without the lexer's
+ * steps; the lexer is then put in the state it would have at that member's
+ * start (after the object's "{" or a ","), and reads on from there: the
+ * usage object, and anything the reader could not tell (a member cut short
+ * by the piece's end, anything the lexer would stop at), with the same
+ * verdict as ever.
+ */
+
+static inline const char *
+or_usage_ws(const char *p, const char *last)
+{
+    if (p < last && (unsigned char) *p > ' ') {
+        /* the common case: no whitespace */
+        return p;
+    }
+
+    while (p < last
+           && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+    {
+        p++;
+    }
+
+    return p;
+}
+
+
+/* past the value at p as the lexer reads it (depth: its level), or NULL */
+
+static const char *
+or_usage_skip(const char *p, const char *last, int depth)
+{
+    char  ch;
+
+    p = or_usage_ws(p, last);
+
+    if (p >= last) {
+        return NULL;
+    }
+
+    ch = *p;
+
+    switch (ch) {
+
+    case '"':
+        p++;
+
+        for ( ;; ) {
+            p = or_run_plain(p, last);
+
+            if (p >= last) {
+                return NULL;
+            }
+
+            if (*p == '"') {
+                return p + 1;
+            }
+
+            p += 2;         /* an escape: any byte after the backslash */
+        }
+
+    case '{':
+        if (depth >= OR_USAGE_DEPTH_MAX) {
+            return NULL;
+        }
+
+        for (p++; ; p++) {
+            /* a key or "}" (after "," too, as the lexer has it) */
+            p = or_usage_ws(p, last);
+
+            if (p >= last) {
+                return NULL;
+            }
+
+            if (*p == '}') {
+                return p + 1;
+            }
+
+            if (*p != '"') {
+                return NULL;
+            }
+
+            p = or_usage_skip(p, last, depth);
+
+            if (p == NULL) {
+                return NULL;
+            }
+
+            p = or_usage_ws(p, last);
+
+            if (p >= last || *p != ':') {
+                return NULL;
+            }
+
+            p = or_usage_skip(p + 1, last, depth + 1);
+
+            if (p == NULL) {
+                return NULL;
+            }
+
+            p = or_usage_ws(p, last);
+
+            if (p >= last) {
+                return NULL;
+            }
+
+            if (*p == '}') {
+                return p + 1;
+            }
+
+            if (*p != ',') {
+                return NULL;
+            }
+        }
+
+    case '[':
+        if (depth >= OR_USAGE_DEPTH_MAX) {
+            return NULL;
+        }
+
+        p = or_usage_ws(p + 1, last);
+
+        if (p < last && *p == ']') {
+            return p + 1;
+        }
+
+        for ( ;; ) {
+            p = or_usage_skip(p, last, depth + 1);
+
+            if (p == NULL) {
+                return NULL;
+            }
+
+            p = or_usage_ws(p, last);
+
+            if (p >= last) {
+                return NULL;
+            }
+
+            if (*p == ']') {
+                return p + 1;
+            }
+
+            if (*p != ',') {
+                return NULL;
+            }
+
+            p++;
+        }
+
+    case 't':
+    case 'f':
+    case 'n':
+        for (p++; p < last && *p >= 'a' && *p <= 'z'; p++) {
+            /* void */
+        }
+
+        return p;
+
+    default:
+        break;
+    }
+
+    if (ch != '-' && (ch < '0' || ch > '9')) {
+        return NULL;
+    }
+
+    for (p++; p < last; p++) {
+        ch = *p;
+
+        if (!((ch >= '0' && ch <= '9') || ch == '.' || ch == 'e'
+              || ch == 'E' || ch == '+' || ch == '-'))
+        {
+            break;
+        }
+    }
+
+    return p;
+}
+
+
+/* the key of the usage object's level (2) at p, n bytes, no escapes */
+
+static int
+or_usage_key2(const char *p, size_t n)
+{
+    const or_usage_key_t  *k;
+
+    for (k = or_usage_keys; k->name; k++) {
+        if (k->len == n && k->level == 2 && memcmp(k->name, p, n) == 0) {
+            return k->key;
+        }
+    }
+
+    return OR_UK_OTHER;
+}
+
+
+/*
+ * A number the lexer keeps (digits only, capped as it caps them) and what
+ * ends its member: past the number, at the "," or "}" after it; NULL for
+ * anything else.
+ */
+
+static const char *
+or_usage_number(const char *p, const char *last, uint64_t *value)
+{
+    uint64_t  number;
+
+    if (p >= last || *p < '0' || *p > '9') {
+        return NULL;
+    }
+
+    number = 0;
+
+    for ( /* void */ ; p < last && *p >= '0' && *p <= '9'; p++) {
+        if (number < OR_USAGE_VALUE_MAX) {
+            number = number * 10 + (uint64_t) (*p - '0');
+
+            if (number > OR_USAGE_VALUE_MAX) {
+                number = OR_USAGE_VALUE_MAX;
+            }
+        }
+    }
+
+    if (p >= last || *p == '.' || *p == 'e' || *p == 'E' || *p == '+'
+        || *p == '-')
+    {
+        return NULL;
+    }
+
+    p = or_usage_ws(p, last);
+
+    if (p >= last || (*p != ',' && *p != '}')) {
+        return NULL;
+    }
+
+    *value = number;
+
+    return p;
+}
+
+
+/*
+ * The object (p past its "{") of a usage member named parent: members of
+ * numbers only, those of level 3 under their parent kept (cached_tokens,
+ * reasoning_tokens), all at once when it closed and its member ended;
+ * returns the "," or "}" after it, NULL for anything else (u untouched).
+ */
+
+static const char *
+or_usage_details(or_usage_t *u, int parent, const char *p, const char *last)
+{
+    int                    key;
+    size_t                 n;
+    unsigned               seen;
+    uint64_t               number, tokens[OR_USAGE_KINDS];
+    const char            *q;
+    const or_usage_key_t  *k;
+
+    seen = 0;
+    tokens[OR_USAGE_CACHED] = 0;
+    tokens[OR_USAGE_REASONING] = 0;
+
+    for ( ;; ) {
+        p = or_usage_ws(p, last);
+
+        if (p >= last) {
+            return NULL;
+        }
+
+        if (*p == '}') {
+            break;
+        }
+
+        if (*p != '"') {
+            return NULL;
+        }
+
+        q = or_run_plain(p + 1, last);
+
+        if (q >= last || *q != '"') {
+            return NULL;
+        }
+
+        n = q - (p + 1);
+        key = OR_UK_OTHER;
+
+        for (k = or_usage_keys; k->name; k++) {
+            if (k->len == n && k->level == 3 && k->parent == parent
+                && memcmp(k->name, p + 1, n) == 0)
+            {
+                key = k->key;
+                break;
+            }
+        }
+
+        p = or_usage_ws(q + 1, last);
+
+        if (p >= last || *p != ':') {
+            return NULL;
+        }
+
+        p = or_usage_number(or_usage_ws(p + 1, last), last, &number);
+
+        if (p == NULL) {
+            return NULL;
+        }
+
+        if (key == OR_UK_CACHED) {
+            tokens[OR_USAGE_CACHED] = number;
+            seen |= 1u << OR_USAGE_CACHED;
+
+        } else if (key == OR_UK_REASONING) {
+            tokens[OR_USAGE_REASONING] = number;
+            seen |= 1u << OR_USAGE_REASONING;
+        }
+
+        if (*p == '}') {
+            break;
+        }
+
+        p++;
+    }
+
+    /* its member's end in the usage object */
+
+    p = or_usage_ws(p + 1, last);
+
+    if (p >= last || (*p != ',' && *p != '}')) {
+        return NULL;
+    }
+
+    if (seen & (1u << OR_USAGE_CACHED)) {
+        u->tokens[OR_USAGE_CACHED] = tokens[OR_USAGE_CACHED];
+    }
+
+    if (seen & (1u << OR_USAGE_REASONING)) {
+        u->tokens[OR_USAGE_REASONING] = tokens[OR_USAGE_REASONING];
+    }
+
+    u->seen |= seen;
+
+    return p;
+}
+
+
+/*
+ * A top-level usage member, m its start, p past its key: its object's
+ * numbers and details objects read in place; anything else (a deeper
+ * object, a number the lexer does not keep, a piece's end) goes to the
+ * lexer, put in its state at the start of the member it is in.
+ */
+
+static const char *
+or_usage_object(or_usage_t *u, const char *m, const char *p,
+    const char *last)
+{
+    int          key, kind;
+    size_t       n;
+    uint64_t     number;
+    const char  *q;
+
+    p = or_usage_ws(p, last);
+
+    if (p >= last || *p != ':') {
+        goto level1;
+    }
+
+    p = or_usage_ws(p + 1, last);
+
+    if (p >= last || *p != '{') {
+        goto level1;
+    }
+
+    /* a (new) usage object: its values replace any before */
+
+    memset(u->tokens, 0, sizeof(u->tokens));
+    u->seen = 0;
+    u->found = 0;
+
+    for (m = p + 1; ; m = p + 1) {
+        p = or_usage_ws(m, last);
+
+        if (p >= last) {
+            goto level2;
+        }
+
+        if (*p == '}') {
+            break;
+        }
+
+        if (*p != '"') {
+            goto level2;
+        }
+
+        q = or_run_plain(p + 1, last);
+
+        if (q >= last || *q != '"') {
+            goto level2;
+        }
+
+        n = q - (p + 1);
+        key = (n <= OR_USAGE_KEY_MAX) ? or_usage_key2(p + 1, n)
+                                      : OR_UK_OTHER;
+
+        p = or_usage_ws(q + 1, last);
+
+        if (p >= last || *p != ':') {
+            goto level2;
+        }
+
+        p = or_usage_ws(p + 1, last);
+
+        if (p < last && *p == '{') {
+            /* a details object: its numbers at level 3 */
+            q = or_usage_details(u, key, p + 1, last);
+
+            if (q == NULL) {
+                goto level2;
+            }
+
+            p = q;
+
+            if (*p == '}') {
+                break;
+            }
+
+            continue;
+        }
+
+        q = or_usage_number(p, last, &number);
+
+        if (q == NULL) {
+            goto level2;
+        }
+
+        kind = -1;
+
+        switch (key) {
+        case OR_UK_PROMPT:
+            kind = OR_USAGE_PROMPT;
+            break;
+        case OR_UK_COMPLETION:
+            kind = OR_USAGE_COMPLETION;
+            break;
+        case OR_UK_CACHED:
+            kind = OR_USAGE_CACHED;
+            break;
+        case OR_UK_REASONING:
+            kind = OR_USAGE_REASONING;
+            break;
+        default:
+            break;
+        }
+
+        if (kind >= 0) {
+            u->tokens[kind] = number;
+            u->seen |= 1u << kind;
+        }
+
+        p = q;
+
+        if (*p == '}') {
+            break;
+        }
+    }
+
+    /* the object closed: the lexer after a value at level 1 */
+
+    u->found = 1;
+    u->depth = 1;
+    u->arrays = 0;
+    u->key[1] = OR_UK_USAGE;
+    u->lex = OR_UL_AFTER;
+
+    return p + 1;
+
+level2:
+
+    /* the lexer's state at a member's start in the usage object */
+
+    u->depth = 2;
+    u->arrays = 0;
+    u->key[1] = OR_UK_USAGE;
+    u->key[2] = OR_UK_OTHER;
+    u->in_usage = 2;
+    u->lex = OR_UL_KEY_START;
+
+    return m;
+
+level1:
+
+    u->depth = 1;
+    u->arrays = 0;
+    u->key[1] = OR_UK_OTHER;
+    u->lex = OR_UL_KEY_START;
+
+    return m;
+}
+
+
+/* where the lexer goes on (u in its state there), NULL: at p */
+
+static const char *
+or_usage_members(or_usage_t *u, const char *p, const char *last)
+{
+    p = or_usage_ws(p, last);
+
+    if (p >= last || *p != '{') {
+        return NULL;
+    }
+
+    return or_usage_from(u, p + 1, last);
+}
+
+
+/* the top-level object's members from m (after its "{" or a ",") */
+
+static const char *
+or_usage_from(or_usage_t *u, const char *m, const char *last)
+{
+    size_t       n;
+    const char  *p, *q;
+
+    for ( ;; m = p + 1) {
+        /* m: a member's start, after "{" or "," */
+
+        p = or_usage_ws(m, last);
+
+        if (p >= last || *p != '"') {
+            break;
+        }
+
+        q = or_run_plain(p + 1, last);
+        n = q - (p + 1);
+
+        if (q < last && *q == '"' && n >= sizeof("usage") - 1
+            && memcmp(p + 1, "usage", sizeof("usage") - 1) == 0
+            && (n == sizeof("usage") - 1
+                || (n == sizeof("usageMetadata") - 1
+                    && memcmp(p + 1, "usageMetadata", n) == 0)))
+        {
+            return or_usage_object(u, m, q + 1, last);
+        }
+
+        p = or_usage_skip(p, last, 1);
+
+        if (p == NULL) {
+            break;
+        }
+
+        p = or_usage_ws(p, last);
+
+        if (p >= last || *p != ':') {
+            break;
+        }
+
+        p = or_usage_skip(p + 1, last, 1);
+
+        if (p == NULL) {
+            break;
+        }
+
+        p = or_usage_ws(p, last);
+
+        if (p < last && *p == '}') {
+            /* the document ended without a usage member */
+            u->state = OR_USAGE_COMPLETE;
+            return p + 1;
+        }
+
+        if (p >= last || *p != ',') {
+            break;
+        }
+    }
+
+    /* the lexer's state after the object's "{" or a "," at level 1 */
+
+    u->depth = 1;
+    u->arrays = 0;
+    u->key[1] = OR_UK_OTHER;
+    u->lex = OR_UL_KEY_START;
+
+    return m;
+}
+
+
+void
+or_usage_feed(or_usage_t *u, const char *p, size_t len)
+{
+    const char  *m;
+
+    if (u->state != OR_USAGE_SCANNING || len == 0) {
+        return;
+    }
+
+    if (u->fed == 0 && u->lex == OR_UL_VALUE
+        && (u->max == 0 || len <= u->max))
+    {
+        m = or_usage_members(u, p, p + len);
+
+        if (m) {
+            u->fed = m - p;
+            len -= m - p;
+            p = m;
+
+            if (u->state != OR_USAGE_SCANNING) {
+                u->fed += len;
+                return;
+            }
+        }
+    }
+
+    or_usage_scan(u, p, len);
 }

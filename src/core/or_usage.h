@@ -18,6 +18,12 @@
  * read) and never looks back.  Values are taken only at their exact paths;
  * anything that is not JSON stops the scan (what was found stays).  Plain
  * C, no allocation; total on any input.
+ *
+ * The first piece is read member by member without the lexer where the
+ * reader can tell what the lexer would (the members before "usage"
+ * skipped, the usage object's numbers read in place); the lexer takes
+ * over in its state at the member where the reader cannot (same results
+ * on any input: t/unit/test_usage.c, fuzz/fuzz_usage.c).
  */
 
 #ifndef _OR_USAGE_H_INCLUDED_

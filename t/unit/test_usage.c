@@ -259,6 +259,77 @@ main(void)
     or_is_int(u.tokens[OR_USAGE_COMPLETION], 3,
               "arrays and objects before usage are skipped");
 
+    /*
+     * The first piece's members are read without the lexer where they can
+     * be: a whole piece must give what byte-by-byte feeding (the lexer
+     * alone) gives, state included, wherever the reader hands over.
+     */
+
+    {
+        static const char  *docs[] = {
+            "{\"id\":\"c\",\"choices\":[{\"message\":{\"content\":\"hi\"}}],"
+            "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,"
+            "\"total_tokens\":4}}",
+            "{\"usage\":{\"prompt_tokens\":1.5,\"completion_tokens\":2}}",
+            "{\"usage\":{\"prompt_tokens\":-1,\"completion_tokens\":2}}",
+            "{\"usage\":{\"prompt_tokens\":99999999999999999999}}",
+            "{\"usage\":{\"prompt_tokens\":1,},\"x\":1}",
+            "{\"usage\":{\"prompt_tokens\":1}, \"usage\":7}",
+            "{\"usage\":{\"prompt_tokens\":1},\"usage\":{\"output_tokens\":2}}",
+            "{\"usage\":{\"prompt_tokens\":1} x",
+            "{\"usage\":{\"prompt_tokens\":1",
+            "{\"usage\":{\"pro\\u006dpt_tokens\":1}}",
+            "{\"a\":tru,\"usage\":{\"input_tokens\":5}}",
+            "{\"a\":1x,\"usage\":{\"input_tokens\":5}}",
+            "{\"a\":[1,],\"usage\":{\"input_tokens\":5}}",
+            "{\"a\":{\"b\":1,},\"usage\":{\"input_tokens\":5}}",
+            "{\"a\":\"\\\"usage\\\":{\",\"usage\":{\"input_tokens\":5}}",
+            "{\"usageMetadata\":{\"promptTokenCount\":2}}",
+            "{\"usageX\":{\"prompt_tokens\":2}}",
+            "{\"a\":1} {\"usage\":{\"prompt_tokens\":2}}",
+            " \t{ \"usage\" : { \"prompt_tokens\" : 2 , \"x\" : 3 } } ",
+            "{\"usage\":{\"input_tokens_details\":{\"cached_tokens\":4},"
+            "\"input_tokens\":6}}",
+            "{\"usage\":\"none\",\"b\":2}",
+            "{\"usage\":{\"prompt_tokens_details\":{\"cached_tokens\":3},"
+            "\"completion_tokens_details\":{\"reasoning_tokens\":2,"
+            "\"reasoning_tokens\":5},\"prompt_tokens\":1}}",
+            "{\"usage\":{\"prompt_tokens_details\":{\"cached_tokens\":3.0}}}",
+            "{\"usage\":{\"prompt_tokens_details\":{\"cached_tokens\":3,}}}",
+            "{\"usage\":{\"prompt_tokens_details\":{\"x\":{\"y\":1}}}}",
+            "{\"usage\":{\"prompt_tokens\":{\"cached_tokens\":3}}}",
+            "{\"usage\":{\"output_tokens_details\":{\"cached_tokens\":3}}}",
+            "{\"usage\":{\"input_tokens_details\":{\"cached_tokens\":3} x}}",
+            "{\"usage\":{\"input_tokens_details\":{\"cached_tokens\":3}",
+            "{}",
+            NULL
+        };
+
+        or_usage_t   one;
+        const char  *d;
+
+        all = 1;
+
+        for (i = 0; docs[i]; i++) {
+            d = docs[i];
+            u = scan(d, 0, 0);
+            one = scan(d, 1, 0);
+
+            if (!same(&u, &one) || u.state != one.state) {
+                printf("# whole and byte-by-byte differ: %s\n", d);
+                all = 0;
+            }
+        }
+
+        or_ok(all, "the first piece's reader gives the lexer's verdicts");
+    }
+
+    u = scan("{\"id\":\"c\",\"usage\":{\"prompt_tokens\":3,"
+             "\"completion_tokens\":1}}", 0, 0);
+    or_ok(u.found && u.tokens[OR_USAGE_PROMPT] == 3
+          && u.tokens[OR_USAGE_COMPLETION] == 1
+          && u.state == OR_USAGE_COMPLETE, "a small answer's usage");
+
     or_is_str(or_usage_kind_name(OR_USAGE_CACHED), "cached", "kind names");
 
     return or_done();
