@@ -7,6 +7,9 @@
 #
 #   case          body                           sides
 #   tiny          81 B, same model               plain, module
+#   tiny-limit    the same through a client key with six limits (issue
+#                 29: admission, settlement, the x-ratelimit-* headers)
+#                                                plain, module
 #   rewrite-8k    8 KiB, alias smart -> upstream-model-name
 #                                                plain (body already names
 #                                                upstream-model-name), module
@@ -72,7 +75,7 @@ if [ "$MEASURE" = instr ]; then
     DURATION=${DURATION:-3}
     ROUNDS=${ROUNDS:-1}
     CONNS=${CONNS:-4}
-    CASES=${CASES:-tiny rewrite-8k same-8k same-150k rewrite-150k sse sse-400 sse-paced pool}
+    CASES=${CASES:-tiny tiny-limit rewrite-8k same-8k same-150k rewrite-150k sse sse-400 sse-paced pool}
 fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,7 +84,7 @@ DURATION=${DURATION:-5}
 ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-50}
 THREADS=${THREADS:-1}
-CASES=${CASES:-tiny rewrite-8k same-8k same-150k rewrite-150k sse sse-400 sse-paced pool memory}
+CASES=${CASES:-tiny tiny-limit rewrite-8k same-8k same-150k rewrite-150k sse sse-400 sse-paced pool memory}
 PACED_GAP_MS=${PACED_GAP_MS:-2}
 PACED_CONNS=${PACED_CONNS:-8}
 LAT_DURATION=${LAT_DURATION:-6}
@@ -127,7 +130,7 @@ case $MEASURE in
 esac
 for c in $CASES; do
     case $c in
-        tiny|rewrite-8k|same-8k|same-150k|rewrite-150k|sse|sse-400|sse-paced|pool) ;;
+        tiny|tiny-limit|rewrite-8k|same-8k|same-150k|rewrite-150k|sse|sse-400|sse-paced|pool) ;;
         memory) [ "$MEASURE" = wrk ] || die "the memory case is measured with wrk only" ;;
         *) die "unknown case $c" ;;
     esac
@@ -296,7 +299,7 @@ sanity() {
     code=$(post "$2" "$3" "${4:-}") || true
     [ "$code" = 200 ] || { cat "$prefix/resp" >&2; echo >&2; die "$1: $2 answered $code"; }
     case $2 in
-        /omni/*) [ -n "$(header X-OmniRoute-Connection)" ] \
+        /omni/*|/omni-limit/*) [ -n "$(header X-OmniRoute-Connection)" ] \
                      || die "$1: no X-OmniRoute-Connection" ;;
     esac
     case $3 in
@@ -498,11 +501,11 @@ latency() {
 # two-sided case: plain and module (CONNS connections, or the 7th argument)
 pair() {
     local num=$1 id=$2 title=$3 plain=$4 omni=$5 ppath=${6:-/plain/chat/completions}
-    local conns=${7:-$CONNS}
+    local conns=${7:-$CONNS} mpath=${8:-/omni/chat/completions}
     echo
     echo "== $num. $title: plain $(size "$plain"), module $(size "$omni")"
     run_case "$id" "$conns" "plain|$ppath|$plain" \
-             "module|/omni/chat/completions|$omni"
+             "module|$mpath|$omni"
     row "$num" "$title" "$res/$id.0" "$res/$id.1"
     if [ "$MEASURE" = instr ]; then
         echo "$id $(stats "$res/$id.0" | cut -d' ' -f4) $(stats "$res/$id.1" | cut -d' ' -f4)" \
@@ -645,6 +648,10 @@ for c in $CASES; do
     case $c in
     tiny)
         pair 1 tiny "tiny body, same model" "$(tiny bench)" "$(tiny bench)" ;;
+    tiny-limit)
+        pair 1b tiny-limit "tiny body, a client key with six limits" \
+             "$(tiny bench)" "$(tiny bench)" /plain/chat/completions "$CONNS" \
+             /omni-limit/chat/completions ;;
     rewrite-8k)
         pair 2 rewrite-8k "8 KiB, model rewritten" "$(body 8 upstream-model-name)" \
              "$(body 8 smart)" ;;
