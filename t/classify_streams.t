@@ -115,8 +115,12 @@ like($r->{body}, qr/\\u7528/, 'the original body');
 $c = api('/api/resilience/cooldowns?provider=ae')->{connections}[0];
 is($c->{last_error_type}, 'quota_exhausted', 'recorded as quota_exhausted');
 is($c->{status}, 'cooldown', 'the connection cools down');
-ok($c->{retry_after_ms} < 60000,
-   'its own cooldown follows the backoff, not the client\'s 60 s')
+# the restated Retry-After is a hint like the provider's own (issue 25,
+# docs/resilience.md): the connection cools for the 60 s the client was
+# told, so the next answer says the same (this once asserted "< 60000",
+# true only because a millisecond or more had passed)
+ok($c->{retry_after_ms} > 55000 && $c->{retry_after_ms} <= 60000,
+   'its cooldown is the 60 s the client was told')
     or diag(explain $c);
 
 $t->done;
