@@ -15,6 +15,7 @@
 
 #include "ngx_omniroute.h"
 #include "ngx_omniroute_keys.h"
+#include "ngx_omniroute_budget_store.h"
 
 
 #define NGX_OMNIROUTE_KEY_FILE_MAX    8192
@@ -1370,6 +1371,12 @@ ngx_omniroute_init_main_conf(ngx_conf_t *cf, void *conf)
     /* client keys: their connections, their zone (keys_conf.c) */
 
     if (ngx_omniroute_keys_init(cf, omcf) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    /* their budgets and rate limits (budget_conf.c, R-BUDGET-1) */
+
+    if (ngx_omniroute_budget_init(cf, omcf) != NGX_OK) {
         return NGX_CONF_ERROR;
     }
 

@@ -702,8 +702,8 @@ ngx_omniroute_keys_init(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
                                      kc->lease_ttl));
 
     if (kc->keys.nelts == 0) {
-        /* limits of keys never declared: an error */
-        return ngx_omniroute_budget_init(cf, omcf);
+        /* limits of keys never declared: budget_init's error */
+        return NGX_OK;
     }
 
     key = kc->keys.elts;
@@ -776,8 +776,7 @@ ngx_omniroute_keys_init(ngx_conf_t *cf, ngx_omniroute_main_conf_t *omcf)
     kc->shm_zone->init = ngx_omniroute_keys_init_zone;
     kc->shm_zone->data = kc;
 
-    /* the keys' budgets and rate limits (R-BUDGET-1) */
-    return ngx_omniroute_budget_init(cf, omcf);
+    return NGX_OK;
 }
 
 

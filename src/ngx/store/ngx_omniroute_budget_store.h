@@ -88,7 +88,7 @@ char *ngx_omniroute_client_key_limit(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_omniroute_client_key_limit_nodes(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 
-/* at the end of ngx_omniroute_keys_init(): the rules resolved, the zone */
+/* after ngx_omniroute_keys_init() (conf.c): the rules resolved, the zone */
 ngx_int_t ngx_omniroute_budget_init(ngx_conf_t *cf,
     ngx_omniroute_main_conf_t *omcf);
 
