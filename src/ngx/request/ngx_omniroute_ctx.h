@@ -382,9 +382,6 @@ void ngx_omniroute_stream_done(ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a, ngx_int_t rc);
 or_msec_t ngx_omniroute_stream_keepalive_due(ngx_omniroute_ctx_t *ctx);
 ngx_int_t ngx_omniroute_stream_wait_keepalive(ngx_omniroute_ctx_t *ctx);
-ngx_int_t ngx_omniroute_stream_error(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_uint_t status, const char *code,
-    const char *message, ngx_int_t retry);
 /*
  * client_keys.c: client keys (R-LEASE-1): the key (401), the location's
  * keys and the key's paths (403) and lease headers, before any body work;
@@ -577,6 +574,9 @@ ngx_int_t ngx_omniroute_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *message);
 ngx_int_t ngx_omniroute_send_own_json(ngx_http_request_t *r,
     ngx_uint_t status, json_t *doc);
+ngx_int_t ngx_omniroute_send_error_event(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_uint_t status, const char *code,
+    const char *message, size_t len, ngx_int_t retry, ngx_uint_t prefix);
 ngx_uint_t ngx_omniroute_json_errors(ngx_http_request_t *r);
 ngx_int_t ngx_omniroute_json_error_page(ngx_http_request_t *r);
 

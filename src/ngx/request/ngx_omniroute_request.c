@@ -78,7 +78,14 @@ ngx_omniroute_serve(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     if (rc != NGX_OK) {
         if (ctx->error_code) {
             ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_CLIENT_ERROR);
-            rc = ngx_omniroute_send_rejected(r, ctx, rc);
+
+            if (rc == NGX_HTTP_TOO_MANY_REQUESTS && ctx->budget) {
+                /* a key's limit: its own answer (budget.c) */
+                rc = ngx_omniroute_budget_refusal(r, ctx);
+
+            } else {
+                rc = ngx_omniroute_send_rejected(r, ctx, rc);
+            }
         }
 
         ngx_http_finalize_request(r, rc);

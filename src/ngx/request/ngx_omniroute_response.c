@@ -18,6 +18,7 @@
 #include <ngx_http.h>
 
 #include "ngx_omniroute_ctx.h"
+#include "or_sse.h"
 
 
 static ngx_int_t ngx_omniroute_apply_restatement(ngx_http_request_t *r,
@@ -138,9 +139,16 @@ ngx_omniroute_send_in_band(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
         }
     }
 
-    rc = ngx_omniroute_stream_error(r, ctx, status,
-                                    code ? code : "gateway_error",
-                                    msg ? msg : "the request failed", retry);
+    code = code ? code : "gateway_error";
+    msg = msg ? msg : "the request failed";
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "omniroute: the request ended after the client's stream "
+                  "started, it ends with an error event (%ui %s)",
+                  status, code);
+
+    rc = ngx_omniroute_send_error_event(r, ctx, status, code, msg,
+                                        ngx_strlen(msg), retry, 0);
 
     json_decref(doc);
 
@@ -361,11 +369,6 @@ ngx_omniroute_send_rejected(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_int_t status)
 {
     json_t  *doc;
-
-    if (status == NGX_HTTP_TOO_MANY_REQUESTS && ctx->budget) {
-        /* a key's limit (budget.c) */
-        return ngx_omniroute_budget_refusal(r, ctx);
-    }
 
     if (ngx_strcmp(ctx->error_code, "no_executable_targets") != 0) {
         return ngx_omniroute_send_error(r, status, "invalid_request_error",
@@ -893,4 +896,50 @@ ngx_omniroute_set_retry_after(ngx_http_request_t *r, or_msec_t ms)
     ngx_str_set(&name, "Retry-After");
 
     return ngx_omniroute_add_header(r, &name, &value);
+}
+
+
+/*
+ * An in-band error event in the client's stream format and the end of
+ * the client's stream (stream.c's cuts and failures, the gateway's own
+ * answers once the stream started); prefix: end an event that went out
+ * in part first.
+ */
+
+ngx_int_t
+ngx_omniroute_send_error_event(ngx_http_request_t *r,
+    ngx_omniroute_ctx_t *ctx, ngx_uint_t status, const char *code,
+    const char *message, size_t len, ngx_int_t retry, ngx_uint_t prefix)
+{
+    size_t        n;
+    u_char       *p;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    b = ngx_create_temp_buf(r->pool, OR_SSE_ERROR_EVENT_MAX + 2);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = b->pos;
+
+    if (prefix) {
+        /* the end of an event that went out in part */
+        *p++ = '\n';
+        *p++ = '\n';
+    }
+
+    n = or_sse_error_event((char *) p, OR_SSE_ERROR_EVENT_MAX,
+                           ctx->stream.client_format, (int) status, code,
+                           message, len, (int) retry);
+
+    b->last = p + n;
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+    b->flush = 1;
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
 }

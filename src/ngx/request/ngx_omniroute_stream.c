@@ -71,9 +71,6 @@ static void ngx_omniroute_upstream_watch(ngx_http_request_t *sr,
     ngx_omniroute_attempt_t *a);
 static void ngx_omniroute_upstream_finalize(ngx_http_request_t *r,
     ngx_int_t rc);
-static ngx_int_t ngx_omniroute_stream_event_out(ngx_http_request_t *r,
-    ngx_omniroute_ctx_t *ctx, ngx_uint_t status, const char *code,
-    const char *message, size_t len, ngx_int_t retry, ngx_uint_t prefix);
 
 
 static ngx_http_output_header_filter_pt  ngx_omniroute_next_header;
@@ -1484,7 +1481,7 @@ ngx_omniroute_stream_end(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_record_failure(r, a);
     ngx_omniroute_count(r, NGX_OMNIROUTE_OUT_PROVIDER_ERROR);
 
-    return ngx_omniroute_stream_event_out(r, ctx, status, code,
+    return ngx_omniroute_send_error_event(r, ctx, status, code,
                                           (const char *) text, n, -1,
                                           a->partial);
 }
@@ -1560,68 +1557,6 @@ ngx_omniroute_stream_fail(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
                   "stream started, it ends with an error event (%ui %s)",
                   status, code);
 
-    return ngx_omniroute_stream_event_out(r, ctx, status, code,
+    return ngx_omniroute_send_error_event(r, ctx, status, code,
                                           (const char *) text, n, retry, 0);
-}
-
-
-/* an in-band error event and the end of the client's stream */
-
-static ngx_int_t
-ngx_omniroute_stream_event_out(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_uint_t status, const char *code, const char *message, size_t len,
-    ngx_int_t retry, ngx_uint_t prefix)
-{
-    size_t        n;
-    u_char       *p;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
-
-    b = ngx_create_temp_buf(r->pool, OR_SSE_ERROR_EVENT_MAX + 2);
-    if (b == NULL) {
-        return NGX_ERROR;
-    }
-
-    p = b->pos;
-
-    if (prefix) {
-        /* the end of an event that went out in part */
-        *p++ = '\n';
-        *p++ = '\n';
-    }
-
-    n = or_sse_error_event((char *) p, OR_SSE_ERROR_EVENT_MAX,
-                           ctx->stream.client_format, (int) status, code,
-                           message, len, (int) retry);
-
-    b->last = p + n;
-    b->last_buf = 1;
-    b->last_in_chain = 1;
-    b->flush = 1;
-
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_output_filter(r, &out);
-}
-
-
-/*
- * One of the gateway's own answers (a queue timeout, every target cooling
- * down, ...) after the client's stream started: its in-band error event
- * (response.c), with the Retry-After it would have carried (-1: none).
- */
-
-ngx_int_t
-ngx_omniroute_stream_error(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
-    ngx_uint_t status, const char *code, const char *message,
-    ngx_int_t retry)
-{
-    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                  "omniroute: the request ended after the client's stream "
-                  "started, it ends with an error event (%ui %s)",
-                  status, code);
-
-    return ngx_omniroute_stream_event_out(r, ctx, status, code, message,
-                                          ngx_strlen(message), retry, 0);
 }
