@@ -10,12 +10,50 @@
 
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <inttypes.h>
 
 
 static int  or_test_n;
 static int  or_test_failed;
+
+
+/*
+ * A stream fixture, t/fixtures/streams/NAME (tests run from the tree's
+ * top), read whole and NUL-terminated; NULL when it cannot be opened.
+ */
+
+static __attribute__((unused)) char *
+or_test_fixture(const char *name, size_t *len)
+{
+    FILE   *f;
+    char   *buf, path[512];
+    long    n;
+
+    snprintf(path, sizeof(path), "t/fixtures/streams/%s", name);
+
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        return NULL;
+    }
+
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+
+    buf = malloc(n + 1);
+    if (buf == NULL) {
+        fclose(f);
+        return NULL;
+    }
+
+    *len = fread(buf, 1, n, f);
+    buf[*len] = '\0';
+    fclose(f);
+
+    return buf;
+}
 
 
 #define or_ok(cond, ...)                                                     \

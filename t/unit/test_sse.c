@@ -15,7 +15,6 @@
 #include "or_sse.h"
 
 
-#define FIXTURES  "t/fixtures/streams/"
 
 
 typedef struct {
@@ -170,33 +169,6 @@ scan(const char *buf, size_t len, size_t step, result_t *r)
 }
 
 
-static char *
-read_file(const char *name, size_t *len)
-{
-    FILE   *f;
-    char   *buf, path[512];
-    long    n;
-
-    snprintf(path, sizeof(path), "%s%s", FIXTURES, name);
-
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        return NULL;
-    }
-
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-
-    buf = malloc(n + 1);
-    *len = fread(buf, 1, n, f);
-    buf[*len] = '\0';
-    fclose(f);
-
-    return buf;
-}
-
-
 /* the fixture with its LFs replaced by eol */
 
 static char *
@@ -234,7 +206,7 @@ test_fixture(const fixture_t *fx)
     size_t      len, clen, rlen, step;
     result_t    whole, part;
 
-    buf = read_file(fx->file, &len);
+    buf = or_test_fixture(fx->file, &len);
 
     or_ok(buf != NULL, "R-STREAM-1 fixture %s read", fx->file);
 

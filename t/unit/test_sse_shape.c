@@ -18,7 +18,6 @@
 #include "or_sse.h"
 
 
-#define FIXTURES    "t/fixtures/streams/"
 #define MAX_EVENTS  2048
 
 
@@ -57,33 +56,6 @@ static const char  *fixture_files[] = {
     "data: {\"type\":\"content_block_delta\",\"index\":1,"                   \
     "\"delta\":{\"type\":\"text_delta\",\"text\":"
 #define ANT_POST   "}}\n\n"
-
-
-static char *
-read_file(const char *name, size_t *len)
-{
-    FILE   *f;
-    char   *buf, path[512];
-    long    n;
-
-    snprintf(path, sizeof(path), "%s%s", FIXTURES, name);
-
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        return NULL;
-    }
-
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-
-    buf = malloc(n + 1);
-    *len = fread(buf, 1, n, f);
-    buf[*len] = '\0';
-    fclose(f);
-
-    return buf;
-}
 
 
 static void
@@ -312,7 +284,7 @@ test_fixtures(void)
     size_t   i, len;
 
     for (i = 0; i < sizeof(fixture_files) / sizeof(fixture_files[0]); i++) {
-        buf = read_file(fixture_files[i], &len);
+        buf = or_test_fixture(fixture_files[i], &len);
         or_ok(buf != NULL, "fixture %s read", fixture_files[i]);
 
         if (buf == NULL) {
