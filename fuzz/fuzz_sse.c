@@ -11,7 +11,8 @@
  * or_classify_unescape() keep their bounds; or_sse_data_span() on an
  * event's raw bytes finds the data the scanner kept; an event the text
  * shape classified (or_sse_shape_match(), issue 27) is classified alike
- * by the full reading.
+ * by the full reading; deltas in a row read as one (or_sse_feed_run())
+ * are the same events, bytes and text as read one by one.
  */
 
 
@@ -31,7 +32,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void fuzz_malformed(const or_sse_event_t *ev);
 static size_t fuzz_scan(const char *s, size_t len, unsigned seed,
-    char *kinds, size_t *bytes);
+    int batched, char *kinds, size_t *bytes, uint64_t *text);
 static void fuzz_event(const or_sse_event_t *ev);
 static void fuzz_span(const char *raw, size_t len, const or_sse_event_t *ev);
 static void fuzz_shape(const or_sse_event_t *ev);
@@ -166,11 +167,13 @@ fuzz_shape(const or_sse_event_t *ev)
 }
 
 
+/* batched: with or_sse_feed_run(), an event may stand for several */
+
 static size_t
-fuzz_scan(const char *s, size_t len, unsigned seed, char *kinds,
-    size_t *bytes)
+fuzz_scan(const char *s, size_t len, unsigned seed, int batched,
+    char *kinds, size_t *bytes, uint64_t *text)
 {
-    size_t           off, piece, n, k;
+    size_t           off, piece, n, k, i;
     uint64_t         quick;
     or_msec_t        now, next;
     or_watch_t       w;
@@ -190,6 +193,7 @@ fuzz_scan(const char *s, size_t len, unsigned seed, char *kinds,
     off = 0;
     k = 0;
     *bytes = 0;
+    *text = 0;
     now = 1000000;
 
     while (off < len) {
@@ -201,9 +205,10 @@ fuzz_scan(const char *s, size_t len, unsigned seed, char *kinds,
 
         while (piece > 0) {
             quick = fuzz_scanner.quick;
-            n = or_sse_feed(&fuzz_scanner, s + off, piece, &ev);
+            n = batched ? or_sse_feed_run(&fuzz_scanner, s + off, piece, &ev)
+                        : or_sse_feed(&fuzz_scanner, s + off, piece, &ev);
 
-            if (fuzz_scanner.quick != quick) {
+            if (fuzz_scanner.quick != quick && ev.events == 1) {
                 fuzz_shape(&ev);
             }
 
@@ -222,10 +227,17 @@ fuzz_scan(const char *s, size_t len, unsigned seed, char *kinds,
                 continue;
             }
 
+            if (ev.events == 0 || (!batched && ev.events != 1)
+                || (ev.events > 1 && fuzz_scanner.quick - quick != ev.events))
+            {
+                abort();
+            }
+
             *bytes += ev.bytes;
+            *text += ev.text_bytes;
             fuzz_event(&ev);
 
-            if (ev.bytes <= off) {
+            if (ev.bytes <= off && ev.events == 1) {
                 fuzz_span(s + off - ev.bytes, ev.bytes, &ev);
             }
 
@@ -237,16 +249,19 @@ fuzz_scan(const char *s, size_t len, unsigned seed, char *kinds,
                 abort();
             }
 
-            if (k < FUZZ_MAX_EVENTS) {
-                kinds[k] = (char) ('a' + ev.kind) + (ev.content ? 16 : 0);
-            }
+            for (i = 0; i < ev.events; i++) {
+                if (k < FUZZ_MAX_EVENTS) {
+                    kinds[k] = (char) ('a' + ev.kind) + (ev.content ? 16 : 0);
+                }
 
-            k++;
+                k++;
+            }
         }
     }
 
     if (or_sse_end(&fuzz_scanner, &ev)) {
         *bytes += ev.bytes;
+        *text += ev.text_bytes;
         fuzz_event(&ev);
 
         if (k < FUZZ_MAX_EVENTS) {
@@ -291,8 +306,10 @@ fuzz_span(const char *raw, size_t len, const or_sse_event_t *ev)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char          whole[FUZZ_MAX_EVENTS], split[FUZZ_MAX_EVENTS];
-    size_t        n1, n2, b1, b2, ms, me;
+    char          whole[FUZZ_MAX_EVENTS], split[FUZZ_MAX_EVENTS],
+                  runs[FUZZ_MAX_EVENTS];
+    size_t        n1, n2, n3, b1, b2, b3, ms, me;
+    uint64_t      t1, t2, t3;
     unsigned      seed;
     const char   *s;
 
@@ -304,17 +321,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s = (const char *) data + 1;
     size--;
 
-    n1 = fuzz_scan(s, size, 0, whole, &b1);
-    n2 = fuzz_scan(s, size, seed | 1, split, &b2);
+    n1 = fuzz_scan(s, size, 0, 0, whole, &b1, &t1);
+    n2 = fuzz_scan(s, size, seed | 1, 0, split, &b2, &t2);
 
-    /* however it is split: the same events, every byte counted once */
+    /*
+     * however it is split, deltas in a row read as one or one by one: the
+     * same events, every byte counted once, the same text
+     */
 
-    if (n1 != n2 || b1 != size || b2 != size) {
+    n3 = fuzz_scan(s, size, (seed & 2) ? seed | 1 : 0, 1, runs, &b3, &t3);
+
+    if (n1 != n2 || n1 != n3 || b1 != size || b2 != size || b3 != size
+        || t1 != t2 || t1 != t3)
+    {
         abort();
     }
 
     if (memcmp(whole, split, n1 < FUZZ_MAX_EVENTS ? n1 : FUZZ_MAX_EVENTS)
-        != 0)
+        != 0
+        || memcmp(whole, runs, n1 < FUZZ_MAX_EVENTS ? n1 : FUZZ_MAX_EVENTS)
+           != 0)
     {
         abort();
     }

@@ -50,4 +50,42 @@ or_run_plain(const char *p, const char *last)
 }
 
 
+/*
+ * The same run within one line of a stream's event: up to the next '"',
+ * '\\', LF or CR (or last).
+ */
+
+static inline const char *
+or_run_line_text(const char *p, const char *last)
+{
+#if (OR_RUN_SSE2)
+    unsigned  m;
+    __m128i   v;
+
+    while (last - p >= 16) {
+        v = _mm_loadu_si128((const __m128i *) p);
+        m = (unsigned) _mm_movemask_epi8(
+                _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                 _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                    _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n')),
+                                 _mm_cmpeq_epi8(v, _mm_set1_epi8('\r')))));
+
+        if (m) {
+            return p + __builtin_ctz(m);
+        }
+
+        p += 16;
+    }
+#endif
+
+    while (p < last && *p != '"' && *p != '\\' && *p != '\n' && *p != '\r')
+    {
+        p++;
+    }
+
+    return p;
+}
+
+
 #endif /* _OR_RUN_H_INCLUDED_ */

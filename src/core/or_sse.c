@@ -20,8 +20,12 @@
 #define OR_SSE_LINE_IGNORE    4     /* id:, retry:, unknown fields */
 
 
+static size_t or_sse_feed_upto(or_sse_t *s, const char *buf, size_t len,
+    or_sse_event_t *ev, size_t max);
 static size_t or_sse_wire(or_sse_t *s, const char *buf, const char *last,
-    or_sse_event_t *ev);
+    or_sse_event_t *ev, size_t max);
+static size_t or_sse_wire_one(const or_sse_t *s, const char *buf,
+    const char *last, size_t *text);
 static size_t or_sse_whole(or_sse_t *s, const char *buf, const char *last,
     or_sse_event_t *ev);
 static void or_sse_byte(or_sse_t *s, unsigned char c);
@@ -53,6 +57,23 @@ or_sse_init(or_sse_t *s)
 size_t
 or_sse_feed(or_sse_t *s, const char *buf, size_t len, or_sse_event_t *ev)
 {
+    return or_sse_feed_upto(s, buf, len, ev, 1);
+}
+
+
+size_t
+or_sse_feed_run(or_sse_t *s, const char *buf, size_t len, or_sse_event_t *ev)
+{
+    return or_sse_feed_upto(s, buf, len, ev, (size_t) -1);
+}
+
+
+/* max: how many events of the wire shape one ev may stand for */
+
+static size_t
+or_sse_feed_upto(or_sse_t *s, const char *buf, size_t len,
+    or_sse_event_t *ev, size_t max)
+{
     size_t         n;
     unsigned char  c;
     const char    *p, *last;
@@ -65,7 +86,7 @@ or_sse_feed(or_sse_t *s, const char *buf, size_t len, or_sse_event_t *ev)
     if (s->bytes == 0 && s->line == OR_SSE_LINE_FIELD && !s->cr) {
         /* at an event's start: the common event whole, at once */
 
-        n = or_sse_wire(s, buf, last, ev);
+        n = or_sse_wire(s, buf, last, ev, max);
 
         if (n) {
             return n;
@@ -336,40 +357,126 @@ or_sse_whole(or_sse_t *s, const char *buf, const char *last,
 
 
 /*
- * An event of the stream's text shape whole in buf, byte for byte the
- * wire bytes of the last one but for a text without escapes, quotes and
- * line ends: what the whole event and the shape would make of it, with
- * its data read in place.  Returns its bytes, 0 if it is not one.
+ * Events of the stream's text shape whole in buf, one after another from
+ * its start (at most max of them), each byte for byte the wire bytes of
+ * the last one read in full but for a text without line ends and \u
+ * escapes: what the whole event and the shape would make of each, with
+ * the data read in place.  One ev stands for them all (ev->events; its
+ * text_bytes their sum, its data the last one's).  Returns their bytes,
+ * 0 if buf does not start with one.
  */
 
 static size_t
 or_sse_wire(or_sse_t *s, const char *buf, const char *last,
-    or_sse_event_t *ev)
+    or_sse_event_t *ev, size_t max)
 {
-    size_t       n, bytes;
-    const char  *t, *q, *c;
+    size_t       n, bytes, count, text, t;
+    const char  *p;
 
-    if (s->wire_prefix == 0 || s->full
-        || (size_t) (last - buf) <= s->wire_prefix + s->wire_suffix
+    if (s->wire_prefix == 0 || s->full) {
+        return 0;
+    }
+
+    p = buf;
+    bytes = 0;
+    count = 0;
+    text = 0;
+
+    while (count < max) {
+        n = or_sse_wire_one(s, p, last, &t);
+
+        if (n == 0) {
+            break;
+        }
+
+        bytes = n;
+        p += n;
+        text += t;
+        count++;
+    }
+
+    if (count == 0) {
+        return 0;
+    }
+
+    /* p - bytes: the last event */
+
+    memset(ev, 0, sizeof(or_sse_event_t));
+
+    ev->kind = s->wire_kind;
+    ev->format = s->wire_format;
+    ev->content = s->wire_content;
+    ev->progress = s->wire_progress;
+    ev->events = count;
+    ev->text_bytes = s->wire_measured ? text : 0;
+    ev->text_at = (s->wire_measured && count == 1)
+                  ? buf + s->wire_prefix - 1 : NULL;
+    ev->name = s->wire_name;
+    ev->name_len = s->wire_name_len;
+    ev->data = p - bytes + s->wire_data;
+    ev->data_len = bytes - s->wire_data - s->wire_tail;
+    ev->data_total = ev->data_len;
+    ev->bytes = p - buf;
+
+    if (s->format == OR_SSE_FMT_UNKNOWN) {
+        s->format = ev->format;
+    }
+
+    s->events += count;
+    s->quick += count;
+
+    return p - buf;
+}
+
+
+/*
+ * One event of the wire shape at buf: its bytes and *text the decoded
+ * bytes of its text (as or_sse_shape_match() counts them: an escape but
+ * \u one byte), 0 if it is not one.
+ */
+
+static size_t
+or_sse_wire_one(const or_sse_t *s, const char *buf, const char *last,
+    size_t *text)
+{
+    size_t       n;
+    const char  *t, *q;
+
+    if ((size_t) (last - buf) <= s->wire_prefix + s->wire_suffix
         || memcmp(buf, s->wire, s->wire_prefix) != 0)
     {
         return 0;
     }
 
     t = buf + s->wire_prefix;
-    q = or_run_plain(t, last);
+    n = 0;
 
-    if (q == t || q >= last || *q != '"') {
+    for ( ;; ) {
+        q = or_run_line_text(t, last);
+        n += q - t;
+
+        if (q >= last || *q == '\n' || *q == '\r') {
+            return 0;
+        }
+
+        if (*q == '"') {
+            break;
+        }
+
+        /* an escape: one decoded byte, but \u (read in full) */
+
+        if (last - q < 2 || q[1] == 'u' || q[1] == '\n' || q[1] == '\r') {
+            return 0;
+        }
+
+        n++;
+        t = q + 2;
+    }
+
+    if (n == 0) {
         return 0;
     }
 
-    for (c = t; c < q; c++) {
-        if (*c == '\n' || *c == '\r') {
-            return 0;
-        }
-    }
-
-    n = q - t;
     q++;
 
     if ((size_t) (last - q) < s->wire_suffix
@@ -378,31 +485,16 @@ or_sse_wire(or_sse_t *s, const char *buf, const char *last,
         return 0;
     }
 
-    bytes = (q + s->wire_suffix) - buf;
+    q += s->wire_suffix;
 
-    memset(ev, 0, sizeof(or_sse_event_t));
-
-    ev->kind = s->wire_kind;
-    ev->format = s->wire_format;
-    ev->content = s->wire_content;
-    ev->progress = s->wire_progress;
-    ev->text_bytes = s->wire_measured ? n : 0;
-    ev->text_at = s->wire_measured ? t - 1 : NULL;
-    ev->name = s->wire_name;
-    ev->name_len = s->wire_name_len;
-    ev->data = buf + s->wire_data;
-    ev->data_len = bytes - s->wire_data - s->wire_tail;
-    ev->data_total = ev->data_len;
-    ev->bytes = bytes;
-
-    if (s->format == OR_SSE_FMT_UNKNOWN) {
-        s->format = ev->format;
+    if ((size_t) (q - buf) - s->wire_data - s->wire_tail > OR_SSE_DATA_MAX) {
+        /* over the data bound: read in full (truncated) */
+        return 0;
     }
 
-    s->events++;
-    s->quick++;
+    *text = n;
 
-    return bytes;
+    return q - buf;
 }
 
 
@@ -571,6 +663,7 @@ or_sse_dispatch(or_sse_t *s, or_sse_event_t *ev)
 {
     memset(ev, 0, sizeof(or_sse_event_t));
 
+    ev->events = 1;
     ev->name = s->name;
     ev->name_len = s->name_len;
     ev->data = s->data;

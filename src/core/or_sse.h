@@ -79,6 +79,17 @@ size_t or_sse_feed(or_sse_t *s, const char *buf, size_t len,
     or_sse_event_t *ev);
 
 /*
+ * The same, but when the events at buf's start are deltas of the
+ * stream's wire shape (the bytes of the last delta read in full around
+ * another text), as many of them as follow one another are consumed at
+ * once: ev stands for them all (ev->events, or_sse_format.h).  What
+ * follows the stream's reader after each complete event is the same for
+ * each of them but their text bytes, which add up.
+ */
+size_t or_sse_feed_run(or_sse_t *s, const char *buf, size_t len,
+    or_sse_event_t *ev);
+
+/*
  * At the end of a stream: the event in progress (an incomplete last line
  * included) is dispatched as if a blank line followed.  Returns 1 and
  * fills ev when it had data, else 0.

@@ -130,6 +130,11 @@ typedef struct {
     size_t           data_total;    /* all data bytes of the event */
     size_t           bytes;         /* raw bytes of the event on the wire
                                        (since the previous event) */
+    size_t           events;        /* the events this one stands for:
+                                       1, or or_sse_feed_run()'s deltas
+                                       of the wire shape (bytes and
+                                       text_bytes their sums, data the
+                                       last one's) */
     const char      *text_at;       /* TEXT: the one string text_bytes
                                        measured (its '"' in data), NULL
                                        for none or several */

@@ -75,6 +75,9 @@ record(run_t *r, const or_sse_event_t *ev)
 
 /* piece 0: whole */
 
+static int  batched;      /* scan() with or_sse_feed_run() */
+
+
 static void
 scan(const char *buf, size_t len, size_t piece, int full, run_t *r)
 {
@@ -93,7 +96,8 @@ scan(const char *buf, size_t len, size_t piece, int full, run_t *r)
         k = off;
 
         while (k < end) {
-            n = or_sse_feed(s, buf + k, end - k, &ev);
+            n = batched ? or_sse_feed_run(s, buf + k, end - k, &ev)
+                        : or_sse_feed(s, buf + k, end - k, &ev);
             k += n;
 
             if (ev.kind != OR_SSE_EV_NONE) {
@@ -144,6 +148,59 @@ compare(const run_t *a, const run_t *b)
     }
 
     return -1;
+}
+
+
+/*
+ * A run read with or_sse_feed_run() against the same read one event at a
+ * time: each of its events stands for ev.events of the other in a row,
+ * alike but for text_bytes and bytes, which add up; the first event that
+ * differs, -1: none.
+ */
+
+static long
+compare_batched(const run_t *b, const run_t *one)
+{
+    size_t          i, j, k;
+    or_sse_event_t  sum, alike;
+
+    j = 0;
+
+    for (i = 0; i < b->n && i < MAX_EVENTS; i++) {
+        if (b->ev[i].events == 0 || j + b->ev[i].events > one->n) {
+            return (long) i;
+        }
+
+        sum = one->ev[j];
+
+        for (k = 1; k < b->ev[i].events; k++) {
+            /* alike but for the texts and their bytes */
+            alike = one->ev[j + k];
+            alike.text_bytes = one->ev[j].text_bytes;
+            alike.bytes = one->ev[j].bytes;
+            alike.data_len = one->ev[j].data_len;
+            alike.data_total = one->ev[j].data_total;
+
+            if (!same_event(&alike, &one->ev[j])) {
+                return (long) i;
+            }
+
+            sum.text_bytes += one->ev[j + k].text_bytes;
+            sum.bytes += one->ev[j + k].bytes;
+
+            /* data: the last one's */
+            sum.data_len = one->ev[j + k].data_len;
+            sum.data_total = one->ev[j + k].data_total;
+        }
+
+        if (!same_event(&b->ev[i], &sum)) {
+            return (long) i;
+        }
+
+        j += b->ev[i].events;
+    }
+
+    return (j == one->n && b->n <= MAX_EVENTS) ? -1 : (long) i;
 }
 
 
@@ -204,6 +261,15 @@ check(const char *label, const char *buf, size_t len)
               pieces[i], full_run.n, (unsigned long long) fast_run.quick,
               at);
         quick = fast_run.quick;
+
+        batched = 1;
+        scan(buf, len, pieces[i], 0, &full_run);
+        batched = 0;
+        at = compare_batched(&full_run, &fast_run);
+        or_ok(at < 0 && full_run.quick == fast_run.quick,
+              "R-STREAM-1 %s, pieces of %zu: deltas in a row as one = one "
+              "by one (%zu events for %zu; first difference %ld)", label,
+              pieces[i], full_run.n, fast_run.n, at);
     }
 
     c = crlf(buf, len, &clen);
@@ -403,8 +469,12 @@ deltas(const char *head, const char *pre, const char *post, size_t n,
     p += put(p, head);
 
     for (i = 0; i < n; i++) {
-        snprintf(text, sizeof(text), (i % 5 == 3) ? "\"{\\\"p\\\": %zu}\""
-                                                  : "\" part %zu\"", i);
+        /* texts with escapes: \", \n, \t, \\, \/ and \u (read in full) */
+        snprintf(text, sizeof(text),
+                 (i % 5 == 3) ? "\"{\\\"p\\\": %zu}\""
+                 : (i % 7 == 2) ? "\"line\\nnext\\t\\\\ \\/%zu\""
+                 : (i % 11 == 4) ? "\"caf\\u00e9 %zu\""
+                 : "\" part %zu\"", i);
         p += put(p, pre);
         p += put(p, text);
         p += put(p, post);
@@ -455,6 +525,8 @@ test_tools_reasoning(void)
         { "Chat reasoning_content", RSN_PRE, RSN_POST },
         { "Anthropic input_json_delta", AJSON_PRE, ANT_POST },
         { "Anthropic thinking_delta", THINK_PRE, ANT_POST },
+        { "Chat text with escapes", CHAT_PRE, CHAT_POST },
+        { "Anthropic text with escapes", ANT_PRE, ANT_POST },
     };
     static const char  *odd[] = {
         TOOL_PRE "\"\"" TOOL_POST,

@@ -616,7 +616,9 @@ ngx_omniroute_stream_pass(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     q = p;
 
     while (p < b->last) {
-        n = or_sse_feed(ctx->stream.sse, (const char *) p, b->last - p, &ev);
+        /* deltas of the wire shape in a row: one ev for them all */
+        n = or_sse_feed_run(ctx->stream.sse, (const char *) p, b->last - p,
+                            &ev);
         p += n;
 
         if (ev.kind == OR_SSE_EV_NONE) {
@@ -674,7 +676,8 @@ ngx_omniroute_stream_pass(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 }
 
 
-/* one complete event of the attempt's stream */
+/* one complete event of the attempt's stream (or a run of deltas of its
+ * wire shape, ev->events: what follows from each is the same) */
 
 static ngx_int_t
 ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
