@@ -21,18 +21,27 @@
 #endif
 
 
+/* eol: stop at LF and CR too (a constant: the compiler keeps one loop) */
+
 static inline const char *
-or_run_plain(const char *p, const char *last)
+or_run_until(const char *p, const char *last, int eol)
 {
 #if (OR_RUN_SSE2)
     unsigned  m;
-    __m128i   v;
+    __m128i   v, hit;
 
     while (last - p >= 16) {
         v = _mm_loadu_si128((const __m128i *) p);
-        m = (unsigned) _mm_movemask_epi8(
-                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                             _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+        hit = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                           _mm_cmpeq_epi8(v, _mm_set1_epi8('\\')));
+
+        if (eol) {
+            hit = _mm_or_si128(hit,
+                      _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n')),
+                                   _mm_cmpeq_epi8(v, _mm_set1_epi8('\r'))));
+        }
+
+        m = (unsigned) _mm_movemask_epi8(hit);
 
         if (m) {
             return p + __builtin_ctz(m);
@@ -42,11 +51,20 @@ or_run_plain(const char *p, const char *last)
     }
 #endif
 
-    while (p < last && *p != '"' && *p != '\\') {
+    while (p < last && *p != '"' && *p != '\\'
+           && !(eol && (*p == '\n' || *p == '\r')))
+    {
         p++;
     }
 
     return p;
+}
+
+
+static inline const char *
+or_run_plain(const char *p, const char *last)
+{
+    return or_run_until(p, last, 0);
 }
 
 
@@ -58,33 +76,7 @@ or_run_plain(const char *p, const char *last)
 static inline const char *
 or_run_line_text(const char *p, const char *last)
 {
-#if (OR_RUN_SSE2)
-    unsigned  m;
-    __m128i   v;
-
-    while (last - p >= 16) {
-        v = _mm_loadu_si128((const __m128i *) p);
-        m = (unsigned) _mm_movemask_epi8(
-                _mm_or_si128(
-                    _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                                 _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
-                    _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n')),
-                                 _mm_cmpeq_epi8(v, _mm_set1_epi8('\r')))));
-
-        if (m) {
-            return p + __builtin_ctz(m);
-        }
-
-        p += 16;
-    }
-#endif
-
-    while (p < last && *p != '"' && *p != '\\' && *p != '\n' && *p != '\r')
-    {
-        p++;
-    }
-
-    return p;
+    return or_run_until(p, last, 1);
 }
 
 

@@ -370,7 +370,7 @@ static size_t
 or_sse_wire(or_sse_t *s, const char *buf, const char *last,
     or_sse_event_t *ev, size_t max)
 {
-    size_t       n, bytes, count, text, t;
+    size_t       n, one, count, text, t;
     const char  *p;
 
     if (s->wire_prefix == 0 || s->full) {
@@ -378,7 +378,7 @@ or_sse_wire(or_sse_t *s, const char *buf, const char *last,
     }
 
     p = buf;
-    bytes = 0;
+    one = 0;
     count = 0;
     text = 0;
 
@@ -389,7 +389,7 @@ or_sse_wire(or_sse_t *s, const char *buf, const char *last,
             break;
         }
 
-        bytes = n;
+        one = n;
         p += n;
         text += t;
         count++;
@@ -399,7 +399,7 @@ or_sse_wire(or_sse_t *s, const char *buf, const char *last,
         return 0;
     }
 
-    /* p - bytes: the last event */
+    /* p - one: the last event */
 
     memset(ev, 0, sizeof(or_sse_event_t));
 
@@ -413,8 +413,8 @@ or_sse_wire(or_sse_t *s, const char *buf, const char *last,
                   ? buf + s->wire_prefix - 1 : NULL;
     ev->name = s->wire_name;
     ev->name_len = s->wire_name_len;
-    ev->data = p - bytes + s->wire_data;
-    ev->data_len = bytes - s->wire_data - s->wire_tail;
+    ev->data = p - one + s->wire_data;
+    ev->data_len = one - s->wire_data - s->wire_tail;
     ev->data_total = ev->data_len;
     ev->bytes = p - buf;
 

@@ -676,8 +676,10 @@ ngx_omniroute_stream_pass(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 }
 
 
-/* one complete event of the attempt's stream (or a run of deltas of its
- * wire shape, ev->events: what follows from each is the same) */
+/*
+ * One complete event of the attempt's stream (or a run of deltas of its
+ * wire shape, ev->events: what follows from each is the same).
+ */
 
 static ngx_int_t
 ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
