@@ -23,9 +23,18 @@
 static size_t or_sse_feed_upto(or_sse_t *s, const char *buf, size_t len,
     or_sse_event_t *ev, size_t max);
 static size_t or_sse_wire(or_sse_t *s, const char *buf, const char *last,
-    or_sse_event_t *ev, size_t max);
-static size_t or_sse_wire_one(const or_sse_t *s, const char *buf,
-    const char *last, size_t *text);
+    or_sse_event_t *ev, size_t max, int *more);
+static inline __attribute__((always_inline)) size_t or_sse_wire_one(
+    const or_sse_t *s, const char *buf, const char *last, size_t *text,
+    int *more);
+static void or_sse_wire_event(or_sse_t *s, const char *buf,
+    const char *last, size_t one, size_t count, size_t text,
+    or_sse_event_t *ev);
+static size_t or_sse_carry(or_sse_t *s, const char *buf, const char *last,
+    or_sse_event_t *ev);
+static void or_sse_uncarry(or_sse_t *s, size_t n);
+static size_t or_sse_scan(or_sse_t *s, const char *buf, const char *last,
+    or_sse_event_t *ev);
 static size_t or_sse_whole(or_sse_t *s, const char *buf, const char *last,
     or_sse_event_t *ev);
 static void or_sse_byte(or_sse_t *s, unsigned char c);
@@ -51,6 +60,7 @@ or_sse_init(or_sse_t *s)
     s->shaped = 0;
     s->shape.prefix = 0;
     s->wire_prefix = 0;
+    s->carry = 0;
 }
 
 
@@ -74,22 +84,39 @@ static size_t
 or_sse_feed_upto(or_sse_t *s, const char *buf, size_t len,
     or_sse_event_t *ev, size_t max)
 {
-    size_t         n;
-    unsigned char  c;
-    const char    *p, *last;
+    int          more;
+    size_t       n;
+    const char  *last;
 
-    p = buf;
     last = buf + len;
 
     ev->kind = OR_SSE_EV_NONE;
 
+    if (s->carry) {
+        /* a delta of the wire shape begun in an earlier buffer */
+        return or_sse_carry(s, buf, last, ev);
+    }
+
     if (s->bytes == 0 && s->line == OR_SSE_LINE_FIELD && !s->cr) {
         /* at an event's start: the common event whole, at once */
 
-        n = or_sse_wire(s, buf, last, ev, max);
+        n = or_sse_wire(s, buf, last, ev, max, &more);
 
         if (n) {
             return n;
+        }
+
+        if (more && len < OR_SSE_DATA_MAX) {
+            /*
+             * The start of a delta of the wire shape that the buffer cuts:
+             * kept as it is (the data buffer is free between events) and
+             * matched once the rest of it has come.
+             */
+
+            memcpy(s->data, buf, len);
+            s->carry = len;
+
+            return len;
         }
 
         n = or_sse_whole(s, buf, last, ev);
@@ -98,6 +125,21 @@ or_sse_feed_upto(or_sse_t *s, const char *buf, size_t len,
             return n;
         }
     }
+
+    return or_sse_scan(s, buf, last, ev);
+}
+
+
+/* the byte scanner: bytes up to the end of the next event, or all */
+
+static size_t
+or_sse_scan(or_sse_t *s, const char *buf, const char *last,
+    or_sse_event_t *ev)
+{
+    unsigned char  c;
+    const char    *p;
+
+    p = buf;
 
     while (p < last) {
 
@@ -144,7 +186,87 @@ or_sse_feed_upto(or_sse_t *s, const char *buf, size_t len,
         }
     }
 
-    return len;
+    return last - buf;
+}
+
+
+/*
+ * The rest of the carried start of a delta: up to the blank line that
+ * ends it (the first LF LF: the wire shape has no blank line before its
+ * end and its text no line end), then matched as a whole.  What turns
+ * out not to be one, or grows over the data buffer, is handed to the byte
+ * scanner as if it had read it when it came.
+ */
+
+static size_t
+or_sse_carry(or_sse_t *s, const char *buf, const char *last,
+    or_sse_event_t *ev)
+{
+    int          more;
+    size_t       n, k, t, old, room;
+    const char  *p, *end, *lf;
+
+    old = s->carry;
+    room = OR_SSE_DATA_MAX - old;
+    end = ((size_t) (last - buf) < room) ? last : buf + room;
+
+    if (s->data[old - 1] == '\n' && buf < end && *buf == '\n') {
+        p = buf + 1;
+
+    } else {
+        for (p = buf; ; p = lf + 1) {
+            lf = memchr(p, '\n', end - p);
+
+            if (lf == NULL || lf + 1 >= end) {
+                p = NULL;
+                break;
+            }
+
+            if (lf[1] == '\n') {
+                p = lf + 2;
+                break;
+            }
+        }
+    }
+
+    k = (size_t) ((p ? p : end) - buf);
+    t = 0;
+
+    memcpy(s->data + old, buf, k);
+    s->carry = old + k;
+
+    n = or_sse_wire_one(s, s->data, s->data + s->carry, &t, &more);
+
+    if (p != NULL && n == s->carry) {
+        or_sse_wire_event(s, s->data, s->data + n, n, 1, t, ev);
+        s->carry = 0;
+        return k;
+    }
+
+    if (p == NULL && end == last && more) {
+        /* not yet complete */
+        return k;
+    }
+
+    or_sse_uncarry(s, old);
+
+    return or_sse_scan(s, buf, last, ev);
+}
+
+
+/* the first n carried bytes go to the byte scanner (none ends an event) */
+
+static void
+or_sse_uncarry(or_sse_t *s, size_t n)
+{
+    char            bytes[OR_SSE_DATA_MAX];
+    or_sse_event_t  ev;
+
+    /* the scanner keeps data where the carried bytes are */
+    memcpy(bytes, s->data, n);
+    s->carry = 0;
+
+    (void) or_sse_scan(s, bytes, bytes + n, &ev);
 }
 
 
@@ -152,6 +274,10 @@ int
 or_sse_end(or_sse_t *s, or_sse_event_t *ev)
 {
     ev->kind = OR_SSE_EV_NONE;
+
+    if (s->carry) {
+        or_sse_uncarry(s, s->carry);
+    }
 
     if (s->line_len) {
         (void) or_sse_eol(s);
@@ -233,7 +359,7 @@ or_sse_data_span(const char *raw, size_t len, size_t *start, size_t *dlen)
 size_t
 or_sse_pending(const or_sse_t *s)
 {
-    return s->bytes;
+    return s->bytes + s->carry;
 }
 
 
@@ -363,15 +489,19 @@ or_sse_whole(or_sse_t *s, const char *buf, const char *last,
  * escapes: what the whole event and the shape would make of each, with
  * the data read in place.  One ev stands for them all (ev->events; its
  * text_bytes their sum, its data the last one's).  Returns their bytes,
- * 0 if buf does not start with one.
+ * 0 if buf does not start with one (*more: buf ends within what could
+ * still be one).
  */
 
 static size_t
 or_sse_wire(or_sse_t *s, const char *buf, const char *last,
-    or_sse_event_t *ev, size_t max)
+    or_sse_event_t *ev, size_t max, int *more)
 {
+    int          later;
     size_t       n, one, count, text, t;
     const char  *p;
+
+    *more = 0;
 
     if (s->wire_prefix == 0 || s->full) {
         return 0;
@@ -383,7 +513,7 @@ or_sse_wire(or_sse_t *s, const char *buf, const char *last,
     text = 0;
 
     while (count < max) {
-        n = or_sse_wire_one(s, p, last, &t);
+        n = or_sse_wire_one(s, p, last, &t, count ? &later : more);
 
         if (n == 0) {
             break;
@@ -399,8 +529,18 @@ or_sse_wire(or_sse_t *s, const char *buf, const char *last,
         return 0;
     }
 
-    /* p - one: the last event */
+    or_sse_wire_event(s, buf, p, one, count, text, ev);
 
+    return p - buf;
+}
+
+
+/* ev for count deltas of the wire shape in [buf, last), the last of one */
+
+static void
+or_sse_wire_event(or_sse_t *s, const char *buf, const char *last, size_t one,
+    size_t count, size_t text, or_sse_event_t *ev)
+{
     memset(ev, 0, sizeof(or_sse_event_t));
 
     ev->kind = s->wire_kind;
@@ -413,10 +553,10 @@ or_sse_wire(or_sse_t *s, const char *buf, const char *last,
                   ? buf + s->wire_prefix - 1 : NULL;
     ev->name = s->wire_name;
     ev->name_len = s->wire_name_len;
-    ev->data = p - one + s->wire_data;
+    ev->data = last - one + s->wire_data;
     ev->data_len = one - s->wire_data - s->wire_tail;
     ev->data_total = ev->data_len;
-    ev->bytes = p - buf;
+    ev->bytes = last - buf;
 
     if (s->format == OR_SSE_FMT_UNKNOWN) {
         s->format = ev->format;
@@ -424,27 +564,32 @@ or_sse_wire(or_sse_t *s, const char *buf, const char *last,
 
     s->events += count;
     s->quick += count;
-
-    return p - buf;
 }
 
 
 /*
  * One event of the wire shape at buf: its bytes and *text the decoded
  * bytes of its text (as or_sse_shape_match() counts them: an escape but
- * \u one byte), 0 if it is not one.
+ * \u one byte), 0 if it is not one (*more: not yet, buf ends within what
+ * could still be one).  Inlined in the loop over a run.
  */
 
-static size_t
+static inline __attribute__((always_inline)) size_t
 or_sse_wire_one(const or_sse_t *s, const char *buf, const char *last,
-    size_t *text)
+    size_t *text, int *more)
 {
-    size_t       n;
+    size_t       n, have;
     const char  *t, *q;
 
-    if ((size_t) (last - buf) <= s->wire_prefix + s->wire_suffix
-        || memcmp(buf, s->wire, s->wire_prefix) != 0)
-    {
+    *more = 0;
+    have = last - buf;
+
+    if (have < s->wire_prefix) {
+        *more = (memcmp(buf, s->wire, have) == 0);
+        return 0;
+    }
+
+    if (memcmp(buf, s->wire, s->wire_prefix) != 0) {
         return 0;
     }
 
@@ -455,7 +600,12 @@ or_sse_wire_one(const or_sse_t *s, const char *buf, const char *last,
         q = or_run_line_text(t, last);
         n += q - t;
 
-        if (q >= last || *q == '\n' || *q == '\r') {
+        if (q >= last) {
+            *more = 1;
+            return 0;
+        }
+
+        if (*q == '\n' || *q == '\r') {
             return 0;
         }
 
@@ -465,7 +615,12 @@ or_sse_wire_one(const or_sse_t *s, const char *buf, const char *last,
 
         /* an escape: one decoded byte, but \u (read in full) */
 
-        if (last - q < 2 || q[1] == 'u' || q[1] == '\n' || q[1] == '\r') {
+        if (last - q < 2) {
+            *more = 1;
+            return 0;
+        }
+
+        if (q[1] == 'u' || q[1] == '\n' || q[1] == '\r') {
             return 0;
         }
 
@@ -479,9 +634,12 @@ or_sse_wire_one(const or_sse_t *s, const char *buf, const char *last,
 
     q++;
 
-    if ((size_t) (last - q) < s->wire_suffix
-        || memcmp(q, s->wire + s->wire_prefix, s->wire_suffix) != 0)
-    {
+    if ((size_t) (last - q) < s->wire_suffix) {
+        *more = (memcmp(q, s->wire + s->wire_prefix, last - q) == 0);
+        return 0;
+    }
+
+    if (memcmp(q, s->wire + s->wire_prefix, s->wire_suffix) != 0) {
         return 0;
     }
 

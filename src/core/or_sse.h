@@ -58,6 +58,7 @@ typedef struct {
     unsigned         wire_content:1;
     unsigned         wire_progress:1;
     unsigned         wire_measured:1;
+    size_t           carry;         /* bytes of a delta begun, in data */
     char             wire_name[OR_SSE_NAME_MAX];
     char             wire[OR_SSE_SHAPE_MAX + OR_SSE_NAME_MAX + 16];
 } or_sse_t;
