@@ -30,6 +30,7 @@
 
 #define NGX_OMNIROUTE_KEEPALIVE     ": keep-alive\n\n"
 #define NGX_OMNIROUTE_OUT_MIN       4096
+#define NGX_OMNIROUTE_HOLD_MIN      4096    /* the hold's first size */
 
 
 static void ngx_omniroute_stream_cleanup(void *data);
@@ -58,8 +59,12 @@ static ngx_int_t ngx_omniroute_stream_event(ngx_http_request_t *sr,
     u_char *raw);
 static u_char *ngx_omniroute_stream_held(ngx_omniroute_attempt_t *a,
     or_sse_event_t *ev);
+static ngx_int_t ngx_omniroute_stream_room(ngx_http_request_t *sr,
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, size_t n,
+    size_t *room);
 static void ngx_omniroute_stream_usage(ngx_http_request_t *sr,
-    ngx_omniroute_attempt_t *a, or_sse_event_t *ev, u_char *raw);
+    ngx_omniroute_ctx_t *ctx, ngx_omniroute_attempt_t *a, or_sse_event_t *ev,
+    u_char *raw);
 static ngx_int_t ngx_omniroute_stream_emit(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, u_char *data, size_t len, ngx_chain_t ***ll);
 static ngx_int_t ngx_omniroute_stream_flush(ngx_http_request_t *sr,
@@ -180,7 +185,10 @@ ngx_omniroute_stream_header(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     or_sse_init(ctx->stream.sse);
 
     if (a->body == NULL) {
-        a->body = ngx_create_temp_buf(sr->pool, ctx->lcf->error_body_max);
+        /* grown up to the bound as it needs (ngx_omniroute_stream_room) */
+        a->body = ngx_create_temp_buf(sr->pool,
+                                      ngx_min(ctx->lcf->error_body_max,
+                                              NGX_OMNIROUTE_HOLD_MIN));
         if (a->body == NULL) {
             return NGX_ERROR;
         }
@@ -517,7 +525,9 @@ ngx_omniroute_stream_bytes(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     while (p < last) {
         n = or_sse_feed(ctx->stream.sse, (const char *) p, last - p, &ev);
 
-        room = h->end - h->last;
+        if (ngx_omniroute_stream_room(sr, ctx, a, n, &room) != NGX_OK) {
+            return NGX_ERROR;
+        }
 
         if (n > room) {
 
@@ -527,8 +537,7 @@ ngx_omniroute_stream_bytes(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
                 ngx_log_error(NGX_LOG_INFO, sr->connection->log, 0,
                               "omniroute: no content in the first %uz "
                               "bytes of the stream of \"%V\", committed",
-                              (size_t) (h->end - h->start),
-                              &a->cand->conn->id);
+                              ctx->lcf->error_body_max, &a->cand->conn->id);
 
                 if (ngx_omniroute_commit(sr, ctx, a) != NGX_OK) {
                     return NGX_ERROR;
@@ -605,13 +614,12 @@ static ngx_int_t
 ngx_omniroute_stream_pass(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a, ngx_buf_t *b, ngx_chain_t ***ll)
 {
-    size_t           n, tail;
+    size_t           n, tail, room;
     u_char          *p, *q;
     ngx_buf_t       *h;
     ngx_chain_t     *cl;
     or_sse_event_t   ev;
 
-    h = a->body;
     p = b->pos;
     q = p;
 
@@ -647,7 +655,13 @@ ngx_omniroute_stream_pass(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     tail = b->last - q;
 
     if (tail) {
-        if (tail <= (size_t) (h->end - h->last)) {
+        if (ngx_omniroute_stream_room(sr, ctx, a, tail, &room) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        h = a->body;
+
+        if (tail <= room) {
             h->last = ngx_cpymem(h->last, q, tail);
             b->last = q;
 
@@ -699,7 +713,7 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
 
     if (ev->data_len && ev->usage) {
         /* the token usage a stream reports (metrics) */
-        ngx_omniroute_stream_usage(sr, a, ev, raw);
+        ngx_omniroute_stream_usage(sr, ctx, a, ev, raw);
     }
 
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
@@ -807,7 +821,7 @@ ngx_omniroute_stream_event(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
  */
 
 static void
-ngx_omniroute_stream_usage(ngx_http_request_t *sr,
+ngx_omniroute_stream_usage(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
     ngx_omniroute_attempt_t *a, or_sse_event_t *ev, u_char *raw)
 {
     size_t  start, len;
@@ -824,8 +838,7 @@ ngx_omniroute_stream_usage(ngx_http_request_t *sr,
                       "omniroute: an event of %uz bytes in the stream of "
                       "\"%V\" is not read for usage (over the buffer of "
                       "%uz, or in several data lines)", ev->data_total,
-                      &a->cand->conn->id,
-                      (size_t) (a->body->end - a->body->start));
+                      &a->cand->conn->id, ctx->lcf->error_body_max);
         return;
     }
 
@@ -849,6 +862,52 @@ ngx_omniroute_stream_held(ngx_omniroute_attempt_t *a, or_sse_event_t *ev)
     }
 
     return h->last - ev->bytes;
+}
+
+
+/*
+ * Room for n more bytes in the attempt's hold: it grows (doubling) up to
+ * omniroute_error_body_buffer_size as it needs; most streams hold no more
+ * than a few metadata events and the start of an event a buffer cut.
+ * *room: what there is then.
+ */
+
+static ngx_int_t
+ngx_omniroute_stream_room(ngx_http_request_t *sr, ngx_omniroute_ctx_t *ctx,
+    ngx_omniroute_attempt_t *a, size_t n, size_t *room)
+{
+    size_t      size, held;
+    u_char     *p;
+    ngx_buf_t  *h;
+
+    h = a->body;
+    *room = h->end - h->last;
+
+    if (n <= *room || (size_t) (h->end - h->start) >= ctx->lcf->error_body_max)
+    {
+        return NGX_OK;
+    }
+
+    held = h->last - h->pos;
+    size = ngx_max(2 * (size_t) (h->end - h->start), held + n);
+    size = ngx_min(size, ctx->lcf->error_body_max);
+
+    p = ngx_palloc(sr->pool, size);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memcpy(p, h->pos, held);
+    (void) ngx_pfree(sr->pool, h->start);
+
+    h->start = p;
+    h->pos = p;
+    h->last = p + held;
+    h->end = p + size;
+
+    *room = h->end - h->last;
+
+    return NGX_OK;
 }
 
 
