@@ -39,6 +39,9 @@ package MockProvider;
 #     beats=N          N ": ping" heartbeats (every beat=MS, default 200)
 #                      before the events
 #     split=1          write each event in two parts, 30 ms apart
+#     echo=N           the first event's "response" object echoes N bytes
+#                      of instructions first (the Responses API's
+#                      response.created does)
 #     half=N           after N events, half of the next one, then RST
 #   heartbeats         200 text/event-stream of ": ping" heartbeats every
 #                      beat=MS (default 200) and nothing else, until the
@@ -452,6 +455,13 @@ sub replay {
 
     my @ev = fixture_events($o->{fixture});
     my $n = 0;
+
+    if ($o->{echo}) {
+        my $text = 'You are a careful coding agent. ' x ($o->{echo} / 32 + 1);
+        $text = substr($text, 0, $o->{echo});
+        $ev[0] =~ s/"response":\{/"response":{"instructions":"$text",/
+            or die "echo: no response object in the first event";
+    }
 
     for my $ev (@ev) {
         if (defined $o->{cut} && $n >= $o->{cut}) {
