@@ -42,6 +42,49 @@ static const tn_case_t  tn_cases[] = {
 };
 
 
+/* every byte at every place of strings of 1 to 19 bytes (eight at a time) */
+
+static void
+tn_has_control(void)
+{
+    int            want, got, bad;
+    char           buf[19];
+    size_t         len, at, i;
+    unsigned int   c;
+
+    bad = 0;
+
+    for (len = 1; len <= sizeof(buf); len++) {
+        for (at = 0; at < len; at++) {
+            for (c = 0; c < 256; c++) {
+                memset(buf, 'a', sizeof(buf));
+                buf[(at + 3) % len] = (char) 0xff;
+                buf[at] = (char) c;
+
+                want = 0;
+
+                for (i = 0; i < len; i++) {
+                    if ((unsigned char) buf[i] < 0x20
+                        || (unsigned char) buf[i] == 0x7f)
+                    {
+                        want = 1;
+                    }
+                }
+
+                got = or_name_has_control(buf, len);
+
+                if (got != want) {
+                    bad++;
+                }
+            }
+        }
+    }
+
+    or_is_int(bad, 0, "R-NAME-1 has_control: as a byte loop for every byte"
+              " at every place");
+}
+
+
 static void
 tn_check(void)
 {
@@ -61,6 +104,7 @@ tn_check(void)
           "R-NAME-1 has_control: DEL after a space and UTF-8");
     or_ok(!or_name_has_control("a b\xc3\xa9", 5),
           "R-NAME-1 has_control: none");
+    tn_has_control();
     or_is_str(or_name_problem(OR_NAME_CONTROL), "a control character",
               "R-NAME-1 problem: control");
     or_is_str(or_name_problem((or_name_rc_e) 42), "unknown",
