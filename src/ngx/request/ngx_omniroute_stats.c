@@ -587,9 +587,12 @@ ngx_omniroute_is_json(ngx_str_t *type)
         len--;
     }
 
+    /* the providers' spelling compared first, as it is */
+
     if (len == sizeof("application/json") - 1
-        && ngx_strncasecmp(type->data, (u_char *) "application/json", len)
-           == 0)
+        && (ngx_memcmp(type->data, "application/json", len) == 0
+            || ngx_strncasecmp(type->data, (u_char *) "application/json", len)
+               == 0))
     {
         return 1;
     }
