@@ -125,6 +125,14 @@ $r = $t->post($t->port('gw'), '/v1/chat/completions',
 is(JSON::PP::decode_json($m->requests->[3]{body})->{model}, 'llama3:8b',
    'direct target: the upstream model is the part after the provider');
 
+# the path is the client's, escaped again where it must be (a space,
+# UTF-8), copied as it is where nothing needs it
+$r = $t->post($t->port('gw'), '/v1/chat%20x/caf%C3%A9/completions?y=a%20b',
+              '{"model":"open/llama3:8b"}', %client);
+is($r->{status}, 200, 'a path with escapes');
+is($m->requests->[4]{path}, '/open/chat%20x/caf%C3%A9/completions?y=a%20b',
+   'its escapes reach the provider as escapes, the args as they came');
+
 # credentials never appear in the logs
 $t->stop;
 my $logs = $t->read_file('logs/error.log') . $t->read_file('logs/access.log');

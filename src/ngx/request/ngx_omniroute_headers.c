@@ -36,7 +36,7 @@ ngx_omniroute_attempt_url(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     u_char     *d;
     size_t      len, start, end;
     ngx_str_t   tail, part[3];
-    uintptr_t   escape;
+    uintptr_t   escape[3];
     ngx_uint_t  i, n;
 
     tail = r->uri;
@@ -70,9 +70,9 @@ ngx_omniroute_attempt_url(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     len = p->url.len + 1 + (r->args.len ? 1 + r->args.len : 0);
 
     for (i = 0; i < n; i++) {
-        escape = 2 * ngx_escape_uri(NULL, part[i].data, part[i].len,
-                                    NGX_ESCAPE_URI);
-        len += part[i].len + escape;
+        escape[i] = ngx_escape_uri(NULL, part[i].data, part[i].len,
+                                   NGX_ESCAPE_URI);
+        len += part[i].len + 2 * escape[i];
     }
 
     d = ngx_pnalloc(r->pool, len);
@@ -89,8 +89,10 @@ ngx_omniroute_attempt_url(ngx_http_request_t *r, ngx_omniroute_ctx_t *ctx,
     }
 
     for (i = 0; i < n; i++) {
-        d = (u_char *) ngx_escape_uri(d, part[i].data, part[i].len,
-                                      NGX_ESCAPE_URI);
+        /* most paths have nothing to escape: copied as they are */
+        d = escape[i] ? (u_char *) ngx_escape_uri(d, part[i].data,
+                                                  part[i].len, NGX_ESCAPE_URI)
+                      : ngx_cpymem(d, part[i].data, part[i].len);
     }
 
     if (r->args.len) {
