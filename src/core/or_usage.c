@@ -90,6 +90,7 @@ static size_t or_usage_step(or_usage_t *u, const char *p, const char *last);
 static void or_usage_scan(or_usage_t *u, const char *p, size_t len);
 static inline const char *or_usage_ws(const char *p,
     const char *last);
+static inline const char *or_usage_string(const char *p, const char *last);
 static const char *or_usage_skip(const char *p, const char *last, int depth);
 static int or_usage_key2(const char *p, size_t n);
 static const char *or_usage_number(const char *p, const char *last,
@@ -638,6 +639,27 @@ or_usage_ws(const char *p, const char *last)
 }
 
 
+/* past the string whose bytes start at p (after its '"'), or NULL */
+
+static inline const char *
+or_usage_string(const char *p, const char *last)
+{
+    for ( ;; ) {
+        p = or_run_plain(p, last);
+
+        if (p >= last) {
+            return NULL;
+        }
+
+        if (*p == '"') {
+            return p + 1;
+        }
+
+        p += 2;         /* an escape: any byte after the backslash */
+    }
+}
+
+
 /* past the value at p as the lexer reads it (depth: its level), or NULL */
 
 static const char *
@@ -656,21 +678,7 @@ or_usage_skip(const char *p, const char *last, int depth)
     switch (ch) {
 
     case '"':
-        p++;
-
-        for ( ;; ) {
-            p = or_run_plain(p, last);
-
-            if (p >= last) {
-                return NULL;
-            }
-
-            if (*p == '"') {
-                return p + 1;
-            }
-
-            p += 2;         /* an escape: any byte after the backslash */
-        }
+        return or_usage_string(p + 1, last);
 
     case '{':
         if (depth >= OR_USAGE_DEPTH_MAX) {
@@ -693,7 +701,7 @@ or_usage_skip(const char *p, const char *last, int depth)
                 return NULL;
             }
 
-            p = or_usage_skip(p, last, depth);
+            p = or_usage_string(p + 1, last);
 
             if (p == NULL) {
                 return NULL;
@@ -1157,7 +1165,8 @@ or_usage_from(or_usage_t *u, const char *m, const char *last)
             return or_usage_object(u, m, q + 1, last);
         }
 
-        p = or_usage_skip(p, last, 1);
+        /* past the key: read already, but where it has an escape */
+        p = (q < last && *q == '"') ? q + 1 : or_usage_skip(p, last, 1);
 
         if (p == NULL) {
             break;
