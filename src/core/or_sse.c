@@ -214,6 +214,7 @@ or_sse_carry(or_sse_t *s, const char *buf, const char *last,
         p = buf + 1;
 
     } else {
+        /* memchr: the first LF is nearly always the end (memmem costs more) */
         for (p = buf; ; p = lf + 1) {
             lf = memchr(p, '\n', end - p);
 

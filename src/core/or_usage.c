@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "or_usage.h"
+#include "or_json.h"
 #include "or_run.h"
 
 
@@ -90,7 +91,6 @@ static size_t or_usage_step(or_usage_t *u, const char *p, const char *last);
 static void or_usage_scan(or_usage_t *u, const char *p, size_t len);
 static inline const char *or_usage_ws(const char *p,
     const char *last);
-static inline const char *or_usage_string(const char *p, const char *last);
 static const char *or_usage_skip(const char *p, const char *last, int depth);
 static int or_usage_key2(const char *p, size_t n);
 static const char *or_usage_number(const char *p, const char *last,
@@ -639,27 +639,6 @@ or_usage_ws(const char *p, const char *last)
 }
 
 
-/* past the string whose bytes start at p (after its '"'), or NULL */
-
-static inline const char *
-or_usage_string(const char *p, const char *last)
-{
-    for ( ;; ) {
-        p = or_run_plain(p, last);
-
-        if (p >= last) {
-            return NULL;
-        }
-
-        if (*p == '"') {
-            return p + 1;
-        }
-
-        p += 2;         /* an escape: any byte after the backslash */
-    }
-}
-
-
 /* past the value at p as the lexer reads it (depth: its level), or NULL */
 
 static const char *
@@ -678,7 +657,7 @@ or_usage_skip(const char *p, const char *last, int depth)
     switch (ch) {
 
     case '"':
-        return or_usage_string(p + 1, last);
+        return or_json_string_end(p, last);
 
     case '{':
         if (depth >= OR_USAGE_DEPTH_MAX) {
@@ -701,7 +680,7 @@ or_usage_skip(const char *p, const char *last, int depth)
                 return NULL;
             }
 
-            p = or_usage_string(p + 1, last);
+            p = or_json_string_end(p, last);
 
             if (p == NULL) {
                 return NULL;
