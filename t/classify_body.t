@@ -43,9 +43,7 @@ my %keys = (
     paid  => 'status=402,body=' . esc('{"error":{"message":"Your credit balance is too low"}}'),
 );
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
+$t->key_files(\%keys);
 $t->write_file('key-good', "sk-good\n");
 
 my $conf = '';

@@ -49,14 +49,7 @@ my %keys = (
     ok      => 'ok',
 );
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
-
-my $providers = join "\n", map {
-    "    omniroute_provider $_ url=http://127.0.0.1:%%PORT_mock_p%%/$_;\n"
-    . "    omniroute_connection $_ provider=$_ key_file=%%TESTDIR%%/key-$_;"
-} sort keys %keys;
+my $providers = $t->providers_per_key('p', \%keys);
 
 my $combos = join "\n", map { "    omniroute_combo $_ $_/m ok/m;" }
              qw(prefill param gemini orouter);
@@ -96,13 +89,6 @@ EOF
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
 
-sub conn_state {
-    my ($id) = @_;
-    my $r = $t->get($gw, "/api/resilience/cooldowns?provider=$id",
-                    Authorization => "Bearer $TOKEN");
-    return OmniTest::json($r)->{connections}[0] // {};
-}
-
 for my $k (qw(prefill param gemini orouter)) {
     my $path = $k eq 'prefill' ? '/v1/messages' : '/v1/chat/completions';
     my $r = $t->post($gw, $path, { model => $k, max_tokens => 16,
@@ -115,7 +101,7 @@ for my $k (qw(prefill param gemini orouter)) {
          "$k: the trail shows both attempts")
         or diag($r->{headers}{'x-omniroute-trail'});
 
-    my $c = conn_state($k);
+    my $c = $t->connection_state($gw, $k, $TOKEN) // {};
     ok(!$c->{retry_after_ms}, "$k: the connection does not cool down")
         or diag(explain $c);
     ok(!$c->{failures}, "$k: no failure of the connection");

@@ -51,14 +51,7 @@ my %keys = (
     ok      => 'ok',
 );
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
-
-my $providers = join "\n", map {
-    "    omniroute_provider $_ url=http://127.0.0.1:%%PORT_mock_p%%/$_;\n"
-    . "    omniroute_connection $_ provider=$_ key_file=%%TESTDIR%%/key-$_;"
-} sort keys %keys;
+my $providers = $t->providers_per_key('p', \%keys);
 
 my $combos = join "\n", map { "    omniroute_combo c-$_ $_/m ok/m;" }
              qw(tools prefill param images);
@@ -97,13 +90,6 @@ my $gw = $t->port('gw');
 sub asked {
     my ($k) = @_;
     return scalar grep { $_->{path} =~ m{^/\Q$k\E/} } @{$m->requests};
-}
-
-sub conn_state {
-    my ($id) = @_;
-    my $r = $t->get($gw, "/api/resilience/cooldowns?provider=$id",
-                    Authorization => "Bearer $TOKEN");
-    return OmniTest::json($r)->{connections}[0] // {};
 }
 
 my $user = [{ role => 'user', content => 'hi' }];
@@ -153,7 +139,7 @@ for my $k (qw(tools prefill param images)) {
     $r = $ask->({ messages => $user });
     is(asked($k), 2, "$k: a request without the feature still goes to it");
 
-    my $c = conn_state($k);
+    my $c = $t->connection_state($gw, $k, $TOKEN) // {};
     ok(!$c->{retry_after_ms}, "$k: the connection is not cooled")
         or diag(explain $c);
 }

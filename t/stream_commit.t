@@ -53,14 +53,7 @@ sub uri {
     return $s;
 }
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
-
-my $providers = join "\n", map {
-    "    omniroute_provider $_ url=http://127.0.0.1:%%PORT_mock_p%%/$_;\n"
-    . "    omniroute_connection $_ provider=$_ key_file=%%TESTDIR%%/key-$_;"
-} sort keys %keys;
+my $providers = $t->providers_per_key('p', \%keys);
 
 $t->config(<<"EOF");
     omniroute_zone zone=omniroute:1m;
@@ -103,23 +96,10 @@ EOF
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
 
-sub fixture {
-    my ($name) = @_;
-    open my $fh, '<', "$FindBin::Bin/fixtures/streams/$name.sse" or die $!;
-    local $/;
-    return scalar <$fh>;
-}
-
 sub api {
     my ($path) = @_;
     my $r = $t->get($gw, $path, Authorization => "Bearer $TOKEN");
     return OmniTest::json($r);
-}
-
-sub conn_state {
-    my ($id) = @_;
-    my $doc = api("/api/resilience/cooldowns?provider=$id");
-    return $doc->{connections}[0];
 }
 
 # error after metadata, all three formats
@@ -141,7 +121,7 @@ for my $case (['an', '/v1/messages', 'an-ok', 'anthropic-messages',
     is($r->{status}, 200, "$what: the client gets a stream");
     is($r->{headers}{'x-omniroute-connection'}, $ok, "$what: falls over");
     is($r->{headers}{'x-omniroute-attempts'}, '2', "$what: two attempts");
-    is($r->{body}, fixture($fixture),
+    is($r->{body}, OmniTest::stream_fixture($fixture),
        "$what: the next stream byte for byte, nothing of the failed one");
     cmp_ok($r->{total_time}, '<', 2.5,
            "$what: acted on when it arrived (the provider kept the "
@@ -156,7 +136,7 @@ my %expect = ('an-err' => ['server_error', 529],
               're-err' => ['rate_limit_exceeded', 429]);
 
 for my $id (sort keys %expect) {
-    my $c = conn_state($id);
+    my $c = $t->connection_state($gw, $id, $TOKEN);
     is($c->{last_error_type}, $expect{$id}[0],
        "R-CLASS-2 $id recorded as $expect{$id}[0]");
     is($c->{last_status}, $expect{$id}[1], "... status $expect{$id}[1]");
@@ -170,12 +150,12 @@ is($r->{headers}{'x-omniroute-connection'}, 'or-ok',
    'a stream ending after its role chunk (clean end, then a reset) falls '
    . 'over twice');
 is($r->{headers}{'x-omniroute-attempts'}, '3', 'three attempts');
-is($r->{body}, fixture('openai-chat-reasoning'),
+is($r->{body}, OmniTest::stream_fixture('openai-chat-reasoning'),
    'the reasoning stream (comments, reasoning deltas) byte for byte');
 
-is(conn_state('em-fin')->{last_error_type}, 'server_error',
-   'an end without content: like a 502');
-is(conn_state('em-rst')->{last_error_type}, 'transport',
+is($t->connection_state($gw, 'em-fin', $TOKEN)->{last_error_type},
+   'server_error', 'an end without content: like a 502');
+is($t->connection_state($gw, 'em-rst', $TOKEN)->{last_error_type}, 'transport',
    'a reset before content: transport');
 
 # in-stream quota errors: quota_exhausted, never a breaker failure
@@ -188,7 +168,7 @@ for my $q (['qe', 'q-esc', 'JSON-escaped'], ['qr', 'q-raw', 'plain']) {
     is($r->{headers}{'x-omniroute-connection'}, 'oc-ok',
        "issue 11: a $what in-stream quota error falls over");
 
-    my $c = conn_state($id);
+    my $c = $t->connection_state($gw, $id, $TOKEN);
     is($c->{last_error_type}, 'quota_exhausted',
        "issue 11: a $what in-stream quota error is quota_exhausted");
     is($c->{last_status}, 429, '... a 429');

@@ -46,9 +46,7 @@ my %keys = (
     'spare'   => 'fixture=openai-chat',
 );
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
+$t->key_files(\%keys);
 
 my %extra = (
     'c-stall' => 'stream_watchdog=on stream_stall=1s',
@@ -103,14 +101,6 @@ EOF
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
 
-sub events {
-    my ($name, $n) = @_;
-    open my $fh, '<', "$FindBin::Bin/fixtures/streams/$name.sse" or die $!;
-    local $/;
-    my @ev = grep { /\S/ } split /(?<=\n\n)/, scalar <$fh>;
-    return join '', @ev[0 .. $n - 1];
-}
-
 sub api {
     my ($method, $path, $body) = @_;
     my $r = $t->http($gw, OmniTest::request_text($method, $path,
@@ -118,12 +108,6 @@ sub api {
         Authorization => "Bearer $TOKEN",
         defined $body ? ('Content-Type' => 'application/json') : ()));
     return OmniTest::json($r);
-}
-
-sub conn_state {
-    my ($id) = @_;
-    return api('GET', "/api/resilience/cooldowns?provider=$id")
-           ->{connections}[0];
 }
 
 sub stream {
@@ -140,55 +124,61 @@ my $r = stream('c-rst');
 is($r->{status}, 200, 'a reset after content: the stream was committed');
 is($r->{headers}{'x-omniroute-connection'}, 'c-rst',
    'never replayed on the spare connection');
-is(substr($r->{body}, 0, length events('openai-chat', 3)),
-   events('openai-chat', 3), 'the events before the cut, whole');
+is(substr($r->{body}, 0, length OmniTest::stream_fixture('openai-chat', 3)),
+   OmniTest::stream_fixture('openai-chat', 3),
+   'the events before the cut, whole');
 like($r->{body}, $chat_error,
      'issue 11: then an in-band error event (stream_truncated)');
 unlike($r->{body}, qr/\[DONE\]/, 'and no [DONE]: an SDK raises');
-is(conn_state('c-rst')->{last_error_type}, 'transport',
+is($t->connection_state($gw, 'c-rst', $TOKEN)->{last_error_type}, 'transport',
    'R-STREAM-4 recorded as the connection\'s transport failure');
 
 # the provider's own error event after content: passed on, and the stream
 # ends at once (the provider keeps its connection open)
 
 $r = stream('c-err');
-is($r->{body}, events('openai-chat-error-after-content', 3),
+is($r->{body}, OmniTest::stream_fixture('openai-chat-error-after-content', 3),
    'issue 11: an error event after content goes to the client as it is');
 cmp_ok($r->{total_time}, '<', 2.5,
        'issue 11: and ends the stream when it arrives (proxy_read_timeout '
        . '10s)');
-is(conn_state('c-err')->{last_error_type}, 'server_error',
-   'recorded as the error it stands for');
+is($t->connection_state($gw, 'c-err', $TOKEN)->{last_error_type},
+   'server_error', 'recorded as the error it stands for');
 
 # an end without [DONE]: a clean close, a chunked stream without its last
 # chunk
 
 for my $id ('c-fin', 'c-chk') {
     $r = stream($id);
-    is(substr($r->{body}, 0, length events('openai-chat', 3)),
-       events('openai-chat', 3), "$id: the events before the end");
+    is(substr($r->{body}, 0,
+              length OmniTest::stream_fixture('openai-chat', 3)),
+       OmniTest::stream_fixture('openai-chat', 3),
+       "$id: the events before the end");
     like($r->{body}, $chat_error, "$id: an end without [DONE] is a cut");
 }
 
 # a cut in the middle of an event: none of it reaches the client
 
 $r = stream('c-half');
-my $expect = events('openai-chat', 3);
+my $expect = OmniTest::stream_fixture('openai-chat', 3);
 like($r->{body}, qr/\A\Q$expect\E(data: \{"error"[^\n]*\n\n)\z/,
      'issue 11: half an event is never passed on') or diag($r->{body});
 
 # a finish_reason and usage, a clean end without [DONE]: complete
 
 $r = stream('c-nodone');
-is($r->{body}, events('openai-chat', 7),
+is($r->{body}, OmniTest::stream_fixture('openai-chat', 7),
    'a Chat stream with its finish_reason ending without [DONE] is complete');
-is(conn_state('c-nodone')->{status}, 'active', 'and a success');
+is($t->connection_state($gw, 'c-nodone', $TOKEN)->{status}, 'active',
+   'and a success');
 
 # Anthropic and Responses clients
 
 $r = stream('a-rst', '/v1/messages');
-is(substr($r->{body}, 0, length events('anthropic-messages', 9)),
-   events('anthropic-messages', 9), 'Anthropic: the events before the cut');
+is(substr($r->{body}, 0,
+          length OmniTest::stream_fixture('anthropic-messages', 9)),
+   OmniTest::stream_fixture('anthropic-messages', 9),
+   'Anthropic: the events before the cut');
 like($r->{body}, qr/event: error\ndata: \{"type":"error","error":\{"type":"api_error","message":"(?:[^"\\]|\\.)*"\},"status":502\}\n\n\z/,
      'issue 11: an Anthropic stream ends with event: error');
 unlike($r->{body}, qr/message_stop/, 'no message_stop');
@@ -205,7 +195,7 @@ $r = stream('c-stall');
 like($r->{body}, qr/"code":"stream_stall","status":504\}\}\n\n\z/,
      'R-STREAM-3 a stall after content ends the stream with stream_stall');
 cmp_ok($r->{total_time}, '<', 4, 'after the budget (1s)');
-my $c = conn_state('c-stall');
+my $c = $t->connection_state($gw, 'c-stall', $TOKEN);
 is($c->{last_error_type}, 'stream_stall', 'R-CD-8 recorded as stream_stall');
 is($c->{status}, 'active', 'R-CD-8 without a cooldown');
 
@@ -215,7 +205,7 @@ my $p = api('PATCH', '/api/resilience', { providers => { 'c-stcd' => {
             cooldown => { stream_stall_cooldown => JSON::PP::true } } } });
 ok($p, 'stream_stall_cooldown on at runtime') or diag(explain $p);
 $r = stream('c-stcd');
-is(conn_state('c-stcd')->{status}, 'cooldown',
+is($t->connection_state($gw, 'c-stcd', $TOKEN)->{status}, 'cooldown',
    'R-CD-8 stream_stall_cooldown on: the stall cools the connection');
 
 # the throughput watchdog (R-STREAM-2): output below the rate
@@ -224,8 +214,8 @@ $r = stream('c-slow');
 like($r->{body}, qr/\Adata: .*part 1 .*"code":"stream_stall","status":504\}\}\n\n\z/s,
      'R-STREAM-2 a trickle below the minimum rate is cut by the watchdog');
 unlike($r->{body}, qr/part 15/, 'before its end');
-is(conn_state('c-slow')->{last_error_type}, 'stream_stall',
-   'recorded as stream_stall');
+is($t->connection_state($gw, 'c-slow', $TOKEN)->{last_error_type},
+   'stream_stall', 'recorded as stream_stall');
 
 # proxy_read_timeout after the commit: timeout
 
@@ -233,7 +223,7 @@ $r = $t->post_stream($gw, '/short/chat/completions',
                      { model => 'x-c-rto', stream => JSON::PP::true });
 like($r->{body}, qr/stream timed out.*"code":"stream_truncated","status":504/,
      'a read timeout after content ends with an error event');
-is(conn_state('c-rto')->{last_error_type}, 'timeout',
+is($t->connection_state($gw, 'c-rto', $TOKEN)->{last_error_type}, 'timeout',
    'recorded as a timeout');
 
 # a cut response that is not a stream: the connection closes at once

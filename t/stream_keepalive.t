@@ -41,9 +41,7 @@ my %keys = (
     'busy2'   => 'status=429,retry=30',
 );
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
+$t->key_files(\%keys);
 
 $t->config(<<'EOF');
     omniroute_zone zone=omniroute:1m;
@@ -131,20 +129,6 @@ EOF
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
 
-sub fixture {
-    my ($name) = @_;
-    open my $fh, '<', "$FindBin::Bin/fixtures/streams/$name.sse" or die $!;
-    local $/;
-    return scalar <$fh>;
-}
-
-sub conn_state {
-    my ($id) = @_;
-    my $r = $t->get($gw, "/api/resilience/cooldowns?provider=$id",
-                    Authorization => "Bearer $TOKEN");
-    return OmniTest::json($r)->{connections}[0];
-}
-
 sub first_byte {
     my ($r) = @_;
     my ($c) = grep { $_->[1] =~ /\r\n\r\n/ } @{$r->{chunks}};
@@ -169,12 +153,12 @@ cmp_ok(scalar(() = $r->{body} =~ /: keep-alive/g), '>=', 2,
 unlike($r->{body}, qr/: ping/, 'nothing of the heartbeat-only attempt');
 my $rest = $r->{body};
 $rest =~ s/\A(: keep-alive\n\n)+//;
-is($rest, fixture('openai-chat'),
+is($rest, OmniTest::stream_fixture('openai-chat'),
    'then the next target\'s stream byte for byte');
 ok(!exists $r->{headers}{'x-omniroute-connection'},
    'the early header names no connection (it was not known yet)');
 
-my $c = conn_state('hb-fc');
+my $c = $t->connection_state($gw, 'hb-fc', $TOKEN);
 is($c->{last_error_type}, 'stream_stall',
    'R-CD-8 the deadline is recorded as stream_stall');
 is($c->{status}, 'active', 'R-CD-8 and sets no cooldown');
@@ -186,12 +170,12 @@ $r = $t->post_stream($gw, '/v1/messages',
 is($r->{status}, 200, 'R-STREAM-3 stall budget: a stream');
 $rest = $r->{body};
 $rest =~ s/\A(: keep-alive\n\n)+//;
-is($rest, fixture('anthropic-messages'),
+is($rest, OmniTest::stream_fixture('anthropic-messages'),
    'R-STREAM-3 a heartbeat-only turn trips the stall budget; the next '
    . 'target\'s Anthropic stream follows');
 cmp_ok($r->{total_time}, '>', 0.9, 'after about the budget (1s)');
-is(conn_state('hb-st')->{last_error_type}, 'stream_stall',
-   'R-STREAM-3 recorded as stream_stall');
+is($t->connection_state($gw, 'hb-st', $TOKEN)->{last_error_type},
+   'stream_stall', 'R-STREAM-3 recorded as stream_stall');
 
 # every attempt fails after the stream started: an in-band error
 
@@ -239,12 +223,12 @@ $r = $t->post_stream($gw, '/bound/chat/completions',
                      { model => 'bound', stream => JSON::PP::true });
 $rest = $r->{body};
 $rest =~ s/\A(: keep-alive\n\n)+//;
-is($rest, fixture('openai-chat'),
+is($rest, OmniTest::stream_fixture('openai-chat'),
    'issue 25: heartbeats past the hold bound are a stall: keep-alives, then '
    . 'the next target\'s stream') or diag($r->{body});
 unlike($r->{body}, qr/: ping/, 'none of the stalled stream\'s heartbeats');
-is(conn_state('slow-ok')->{last_error_type}, 'stream_stall',
-   'issue 25: recorded as stream_stall');
+is($t->connection_state($gw, 'slow-ok', $TOKEN)->{last_error_type},
+   'stream_stall', 'issue 25: recorded as stream_stall');
 
 my $mt = $t->get($gw, '/metrics', Authorization => "Bearer $TOKEN");
 like($mt->{body}, qr/^omniroute_fallbacks_total\{reason="stream_stall"\} [1-9]/m,

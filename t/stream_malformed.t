@@ -27,14 +27,7 @@ my %keys = (
     'ok'     => 'fixture=openai-chat',
 );
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
-
-my $providers = join "\n", map {
-    "    omniroute_provider $_ url=http://127.0.0.1:%%PORT_mock_p%%/$_;\n"
-    . "    omniroute_connection $_ provider=$_ key_file=%%TESTDIR%%/key-$_;"
-} sort keys %keys;
+my $providers = $t->providers_per_key('p', \%keys);
 
 $t->config(<<"EOF");
     omniroute_zone zone=omniroute:1m;
@@ -68,32 +61,15 @@ EOF
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
 
-sub fixture {
-    my ($name, $n) = @_;
-    open my $fh, '<', "$FindBin::Bin/fixtures/streams/$name.sse" or die $!;
-    local $/;
-    my $s = <$fh>;
-    return $s unless defined $n;
-    my @ev = split /(?<=\n\n)/, $s;
-    return join '', @ev[0 .. $n - 1];
-}
-
-sub conn_state {
-    my ($id) = @_;
-    my $r = $t->get($gw, "/api/resilience/cooldowns?provider=$id",
-                    Authorization => "Bearer $TOKEN");
-    return OmniTest::json($r)->{connections}[0];
-}
-
 # before content: falls over
 
 my $r = $t->post_stream($gw, '/v1/chat/completions',
                         { model => 'mfirst', stream => JSON::PP::true });
 is($r->{status}, 200, 'a malformed first chunk: the client gets a stream');
 is($r->{headers}{'x-omniroute-connection'}, 'ok', '... of the next target');
-is($r->{body}, fixture('openai-chat'),
+is($r->{body}, OmniTest::stream_fixture('openai-chat'),
    '... byte for byte, nothing of the malformed one');
-my $c = conn_state('mfirst');
+my $c = $t->connection_state($gw, 'mfirst', $TOKEN);
 is($c->{last_error_type}, 'server_error', 'recorded a failure ...')
     or diag(explain $c);
 is($c->{last_status}, 502, '... like a 502');
@@ -105,15 +81,15 @@ $r = $t->post_stream($gw, '/v1/chat/completions',
                      { model => 'mafter', stream => JSON::PP::true });
 is($r->{headers}{'x-omniroute-connection'}, 'mafter',
    'a malformed chunk after content: the committed attempt');
-like($r->{body}, qr/^\Q${\ fixture('openai-chat-malformed-after-content', 3)}\E/,
-     '... its events up to the malformed one');
+my $upto = OmniTest::stream_fixture('openai-chat-malformed-after-content', 3);
+like($r->{body}, qr/^\Q$upto\E/, '... its events up to the malformed one');
 like($r->{body}, qr/data: \{"error":\{[^\n]*"code":"stream_malformed"[^\n]*\}\n\n\z/,
      '... then an in-band error event ends it');
 unlike($r->{body}, qr/\[DONE\]| there/, '... nothing after it, no [DONE]');
 cmp_ok($r->{total_time}, '<', 2.5,
        '... at once (the provider kept the connection open)');
 is($m->tried, 'mafter', 'not sent elsewhere (content went out)');
-$c = conn_state('mafter');
+$c = $t->connection_state($gw, 'mafter', $TOKEN);
 is($c->{last_error_type}, 'server_error', 'recorded a failure')
     or diag(explain $c);
 

@@ -50,14 +50,7 @@ sub uri {
     return $s;
 }
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
-
-my $providers = join "\n", map {
-    "    omniroute_provider $_ url=http://127.0.0.1:%%PORT_mock_p%%/$_;\n"
-    . "    omniroute_connection $_ provider=$_ key_file=%%TESTDIR%%/key-$_;"
-} sort keys %keys;
+my $providers = $t->providers_per_key('p', \%keys);
 
 $t->config(<<"EOF");
     omniroute_zone zone=omniroute:1m;
@@ -96,23 +89,6 @@ EOF
 $t->run($t->port('gw'));
 my $gw = $t->port('gw');
 
-sub fixture {
-    my ($name, $n) = @_;
-    open my $fh, '<', "$FindBin::Bin/fixtures/streams/$name.sse" or die $!;
-    local $/;
-    my $s = <$fh>;
-    return $s unless defined $n;
-    my @ev = split /(?<=\n\n)/, $s;
-    return join '', @ev[0 .. $n - 1];
-}
-
-sub conn_state {
-    my ($id) = @_;
-    my $r = $t->get($gw, "/api/resilience/cooldowns?provider=$id",
-                    Authorization => "Bearer $TOKEN");
-    return OmniTest::json($r)->{connections}[0];
-}
-
 for my $case (['cfdone', '/v1/chat/completions', 'openai-chat-content-filter',
                undef, 'Chat content_filter with [DONE]'],
               ['cfcut', '/v1/chat/completions', 'openai-chat-content-filter',
@@ -133,11 +109,11 @@ for my $case (['cfdone', '/v1/chat/completions', 'openai-chat-content-filter',
     is($r->{headers}{'x-omniroute-connection'}, $model,
        "$what: the filtering target answered");
     is($r->{headers}{'x-omniroute-attempts'}, '1', "$what: one attempt");
-    is($r->{body}, fixture($fixture, $n),
+    is($r->{body}, OmniTest::stream_fixture($fixture, $n),
        "$what: its events as they are, no error event added");
     is($m->tried, $model, "$what: the prompt went nowhere else");
 
-    my $c = conn_state($model);
+    my $c = $t->connection_state($gw, $model, $TOKEN);
     ok(!$c->{last_error_type} || $c->{last_error_type} eq 'none',
        "$what: not recorded a failure") or diag(explain $c);
     ok(!$c->{retry_after_ms}, "$what: no cooldown");
@@ -150,7 +126,8 @@ my $r = $t->post($gw, '/v1/chat/completions', { model => 'azure' });
 is($r->{status}, 400, 'a 400 content_filter error reaches the client');
 like($r->{body}, qr/"code":"content_filter"/, '... its body as it is');
 is($m->tried, 'azure', '... the prompt went nowhere else');
-ok(!conn_state('azure')->{retry_after_ms}, '... no cooldown');
+ok(!$t->connection_state($gw, 'azure', $TOKEN)->{retry_after_ms},
+   '... no cooldown');
 
 # through the real SDKs (make sdk-deps): a normal end with the reason
 

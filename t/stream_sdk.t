@@ -42,15 +42,8 @@ my %keys = (
     'busy'   => 'status=503',
 );
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
-
-my $providers = join "\n", map {
-    "    omniroute_provider $_ url=http://127.0.0.1:%%PORT_mock_p%%/$_"
-    . ($_ eq 'oc-hb' ? ' stream_first_content=1s' : '') . ";\n"
-    . "    omniroute_connection $_ provider=$_ key_file=%%TESTDIR%%/key-$_;"
-} sort keys %keys;
+my $providers = $t->providers_per_key('p', \%keys,
+    params => { 'oc-hb' => 'stream_first_content=1s' });
 
 $t->config(<<"EOF");
     omniroute_zone zone=omniroute:1m;

@@ -29,9 +29,7 @@ my %keys = (
     nu => 'sse=3',
 );
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
+$t->key_files(\%keys);
 
 my $decl = join '', map { <<"EOF" } sort keys %keys;
     omniroute_provider p$_ url=http://127.0.0.1:%%PORT_mock_p%%/$_;

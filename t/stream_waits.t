@@ -41,18 +41,11 @@ my %keys = (
     'pings'   => 'fixture=openai-chat,beats=5,beat=100,cut=0,chunked=0',
 );
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
-
 for my $k (qw(c1 c2 q z)) {
     $t->write_file("key-$k", "sk-$k\n");
 }
 
-my $providers = join "\n", map {
-    "    omniroute_provider $_ url=http://127.0.0.1:%%PORT_mock_p%%/$_;\n"
-    . "    omniroute_connection $_ provider=$_ key_file=%%TESTDIR%%/key-$_;"
-} sort keys %keys;
+my $providers = $t->providers_per_key('p', \%keys);
 
 $t->config(<<"EOF2");
     omniroute_zone zone=omniroute:1m;
@@ -110,13 +103,6 @@ my $gw = $t->port('gw');
 # a keep-alive is due at 1s; what a busy machine may add to it
 my $SLACK = 0.8;
 
-sub fixture {
-    my ($name) = @_;
-    open my $fh, '<', "$FindBin::Bin/fixtures/streams/$name.sse" or die $!;
-    local $/;
-    return scalar <$fh>;
-}
-
 # the chunks of a response as they arrive (times from $t0)
 sub read_stream {
     my ($s, $t0) = @_;
@@ -167,12 +153,6 @@ sub api {
     return $r;
 }
 
-sub conn_state {
-    my ($id) = @_;
-    my $r = api('GET', "/api/resilience/cooldowns?provider=$id");
-    return $r->{json}{connections}[0];
-}
-
 sub strip_keepalives {
     my ($body) = @_;
     my $n = 0;
@@ -204,7 +184,7 @@ cmp_ok(first_byte($r), '<', 1 + $SLACK,
 cmp_ok($r->{total_time}, '>', 2.5, 'the combo did wait for the cooldown');
 my ($n, $rest) = strip_keepalives($r->{body});
 cmp_ok($n, '>=', 3, 'keep-alives every 500ms during the wait') or diag($n);
-is($rest, fixture('openai-chat'),
+is($rest, OmniTest::stream_fixture('openai-chat'),
    'then the waited-for target\'s stream byte for byte');
 is(scalar @{$c->requests}, 3, 'two 429s, then the attempt after the wait');
 
@@ -246,7 +226,8 @@ cmp_ok(first_byte($r), '<', 1 + $SLACK,
     or diag(explain $r->{chunks});
 ($n, $rest) = strip_keepalives($r->{body});
 cmp_ok($n, '>=', 2, 'keep-alives while queued');
-is($rest, fixture('openai-chat'), 'then the stream, once the slot freed');
+is($rest, OmniTest::stream_fixture('openai-chat'),
+   'then the stream, once the slot freed');
 is(OmniTest::finish($busy, 10)->{status}, 200, 'the first one was served');
 
 # 4. a queue wait that times out: the gateway's own 503 SEMAPHORE_TIMEOUT,
@@ -298,7 +279,8 @@ cmp_ok(first_byte($r), '<', 1 + $SLACK,
 cmp_ok($r->{total_time}, '>', 2.5, 'the pause was waited out');
 ($n, $rest) = strip_keepalives($r->{body});
 cmp_ok($n, '>=', 3, 'keep-alives during the pause');
-is($rest, fixture('openai-chat'), 'then the stream after the pause');
+is($rest, OmniTest::stream_fixture('openai-chat'),
+   'then the stream after the pause');
 is(scalar @{$z->requests}, 2, 'the same connection, twice');
 
 # 6. a slow provider header (3s): keep-alives, then its stream
@@ -311,7 +293,7 @@ cmp_ok(first_byte($r), '<', 1 + $SLACK,
     or diag(explain $r->{chunks});
 ($n, $rest) = strip_keepalives($r->{body});
 cmp_ok($n, '>=', 3, 'keep-alives while the provider is silent');
-is($rest, fixture('openai-chat'), 'then its stream');
+is($rest, OmniTest::stream_fixture('openai-chat'), 'then its stream');
 
 # ... and a slow error: in-band
 
@@ -342,7 +324,7 @@ like($r->{body}, qr/\A(:[ ]ping\n\n)+data:[ ]\{"error":\{.*"code":"stream_stall"
      . 'pings') or diag($r->{body});
 unlike($r->{body}, qr/\[DONE\]/, 'no [DONE]');
 cmp_ok($r->{total_time}, '<', 6, 'at the deadline, not at the provider\'s end');
-is(conn_state('hb')->{last_error_type}, 'stream_stall',
+is($t->connection_state($gw, 'hb', $TOKEN)->{last_error_type}, 'stream_stall',
    'issue 25: recorded a failure (stream_stall)');
 
 # 8. heartbeats, then the end: no content and no end event is no answer
@@ -353,7 +335,7 @@ like($r->{body}, qr/\A(:[ ]ping\n\n)+data:[ ]\{"error":\{.*"code":
                     "stream_truncated"/sx,
      'issue 25: a stream of pings that ends is an in-band error')
     or diag($r->{body});
-isnt(conn_state('pings')->{last_error_type} // '', '',
+isnt($t->connection_state($gw, 'pings', $TOKEN)->{last_error_type} // '', '',
      'and recorded a failure');
 
 $t->done;

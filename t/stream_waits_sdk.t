@@ -41,15 +41,8 @@ my %keys = (
     'an-slow' => 'delay=2000,fixture=anthropic-messages',
 );
 
-for my $k (keys %keys) {
-    $t->write_file("key-$k", "sk-$k~$keys{$k}\n");
-}
+my $providers = $t->providers_per_key('p', \%keys);
 $t->write_file('key-q', "sk-q\n");
-
-my $providers = join "\n", map {
-    "    omniroute_provider $_ url=http://127.0.0.1:%%PORT_mock_p%%/$_;\n"
-    . "    omniroute_connection $_ provider=$_ key_file=%%TESTDIR%%/key-$_;"
-} sort keys %keys;
 
 $t->config(<<"EOF");
     omniroute_zone zone=omniroute:1m;

@@ -537,6 +537,36 @@ sub api_post {
     return $r;
 }
 
+# the admin API's state of PROVIDER's first connection (GET
+# /api/resilience/cooldowns?provider=PROVIDER with a bearer TOKEN): its
+# status, last_error_type, last_status, retry_after_ms, failures...;
+# undef when it has none; dies when the answer is not JSON
+sub connection_state {
+    my ($self, $port, $provider, $token) = @_;
+    my $path = "/api/resilience/cooldowns?provider=$provider";
+    my $r = $self->get($port, $path, Authorization => "Bearer $token");
+    my $doc = json($r)
+        or die "GET $path: not JSON: $r->{status} $r->{body}\n";
+    return $doc->{connections}[0];
+}
+
+# the text of t/fixtures/streams/NAME.sse; with N, its first N events
+# (each with its blank line), counted as MockProvider's fixture_events()
+# counts them for fixture=NAME,cut=N (rst=N, stall=N...)
+sub stream_fixture {
+    my ($name, $n) = @_;
+
+    my $path = "$ROOT/t/fixtures/streams/$name.sse";
+    open my $fh, '<', $path or die "$path: $!";
+    my $text = do { local $/; <$fh> };
+    close $fh;
+
+    return $text unless defined $n;
+
+    my @ev = grep { /\S/ } split /(?<=\n\n)/, $text;
+    return join '', @ev[0 .. $n - 1];
+}
+
 # a coding agent's request body of about KIB KiB naming MODEL
 # (../shared/fixtures/agent_body.py), or undef without the fixtures
 sub agent_body {
@@ -562,6 +592,34 @@ sub mock {
     $m->start;
     push @{$self->{mocks}}, $m;
     return $m;
+}
+
+# for each NAME => BEHAVIOR of KEYS (a hash ref), the key file key-NAME
+# holding "sk-NAME~BEHAVIOR": the mock answers a request with that key
+# by that behavior
+sub key_files {
+    my ($self, $keys) = @_;
+    $self->write_file("key-$_", "sk-$_~$keys->{$_}\n") for keys %$keys;
+    return $self;
+}
+
+# a provider and a connection named NAME for each NAME => BEHAVIOR of
+# KEYS, all on the mock MOCK (url .../NAME), each with its key file
+# (key_files): the config text, one "omniroute_provider NAME ...;" and
+# one "omniroute_connection NAME provider=NAME ...;" line per key, in
+# name order; params => { NAME => 'TEXT' } adds TEXT to NAME's
+# omniroute_provider
+sub providers_per_key {
+    my ($self, $mock, $keys, %opt) = @_;
+    my $params = $opt{params} || {};
+
+    $self->key_files($keys);
+
+    return join "\n", map {
+        "    omniroute_provider $_ url=http://127.0.0.1:%%PORT_mock_$mock%%/$_"
+        . (defined $params->{$_} ? " $params->{$_}" : '') . ";\n"
+        . "    omniroute_connection $_ provider=$_ key_file=%%TESTDIR%%/key-$_;"
+    } sort keys %$keys;
 }
 
 1;
