@@ -974,12 +974,35 @@ or_json_member(const unsigned char *key, size_t len, unsigned escaped,
                ? OR_JSON_M_FIND : OR_JSON_M_NONE;
     }
 
-    for (i = 1; i < sizeof(or_json_names) / sizeof(or_json_name_t); i++) {
-        if (len == or_json_names[i].len
-            && memcmp(k, or_json_names[i].name, len) == 0)
-        {
-            return (or_json_member_e) i;
-        }
+    /* the one name of or_json_names of this length (two of 5: by 'm') */
+
+    switch (len) {
+
+    case 5:
+        i = (k[0] == 'm') ? OR_JSON_M_MODEL : OR_JSON_M_TOOLS;
+        break;
+
+    case 6:
+        i = OR_JSON_M_STREAM;
+        break;
+
+    case 10:
+        i = OR_JSON_M_BACKGROUND;
+        break;
+
+    case 14:
+        i = OR_JSON_M_STREAM_OPTIONS;
+        break;
+
+    default:
+        i = OR_JSON_M_NONE;
+        break;
+    }
+
+    if (i != OR_JSON_M_NONE && len == or_json_names[i].len
+        && memcmp(k, or_json_names[i].name, len) == 0)
+    {
+        return (or_json_member_e) i;
     }
 
     /* not one of them: one of them but for case? (R-NAME-2) */

@@ -52,30 +52,41 @@ typedef struct {
 } or_usage_key_t;
 
 
+/* levels 1 and 3 */
 static const or_usage_key_t  or_usage_keys[] = {
     { "usage", 5, 1, 0, OR_UK_USAGE },
     { "usageMetadata", 13, 1, 0, OR_UK_USAGE },
 
-    /* OpenAI chat, Anthropic messages, OpenAI Responses */
-    { "prompt_tokens", 13, 2, 0, OR_UK_PROMPT },
-    { "input_tokens", 12, 2, 0, OR_UK_PROMPT },
-    { "completion_tokens", 17, 2, 0, OR_UK_COMPLETION },
-    { "output_tokens", 13, 2, 0, OR_UK_COMPLETION },
-    { "cache_read_input_tokens", 23, 2, 0, OR_UK_CACHED },
-    { "prompt_tokens_details", 21, 2, 0, OR_UK_IN_DETAILS },
-    { "input_tokens_details", 20, 2, 0, OR_UK_IN_DETAILS },
-    { "completion_tokens_details", 25, 2, 0, OR_UK_OUT_DETAILS },
-    { "output_tokens_details", 21, 2, 0, OR_UK_OUT_DETAILS },
+    /* OpenAI chat, OpenAI Responses */
     { "cached_tokens", 13, 3, OR_UK_IN_DETAILS, OR_UK_CACHED },
     { "reasoning_tokens", 16, 3, OR_UK_OUT_DETAILS, OR_UK_REASONING },
 
-    /* Gemini */
-    { "promptTokenCount", 16, 2, 0, OR_UK_PROMPT },
-    { "candidatesTokenCount", 20, 2, 0, OR_UK_COMPLETION },
-    { "cachedContentTokenCount", 23, 2, 0, OR_UK_CACHED },
-    { "thoughtsTokenCount", 18, 2, 0, OR_UK_REASONING },
-
     { NULL, 0, 0, 0, 0 }
+};
+
+
+/*
+ * Level 2, the usage object's own keys: OpenAI chat, Anthropic messages,
+ * OpenAI Responses, Gemini (camelCase).  In order of length: a lookup
+ * stops at the first longer name (most keys of a usage object are found
+ * or passed over in a few compares).
+ */
+static const or_usage_key_t  or_usage_keys2[] = {
+    { "input_tokens", 12, 2, 0, OR_UK_PROMPT },
+    { "prompt_tokens", 13, 2, 0, OR_UK_PROMPT },
+    { "output_tokens", 13, 2, 0, OR_UK_COMPLETION },
+    { "promptTokenCount", 16, 2, 0, OR_UK_PROMPT },
+    { "completion_tokens", 17, 2, 0, OR_UK_COMPLETION },
+    { "thoughtsTokenCount", 18, 2, 0, OR_UK_REASONING },
+    { "input_tokens_details", 20, 2, 0, OR_UK_IN_DETAILS },
+    { "candidatesTokenCount", 20, 2, 0, OR_UK_COMPLETION },
+    { "prompt_tokens_details", 21, 2, 0, OR_UK_IN_DETAILS },
+    { "output_tokens_details", 21, 2, 0, OR_UK_OUT_DETAILS },
+    { "cache_read_input_tokens", 23, 2, 0, OR_UK_CACHED },
+    { "cachedContentTokenCount", 23, 2, 0, OR_UK_CACHED },
+    { "completion_tokens_details", 25, 2, 0, OR_UK_OUT_DETAILS },
+
+    { NULL, (size_t) -1, 0, 0, 0 }
 };
 
 
@@ -231,6 +242,10 @@ or_usage_match(const or_usage_t *u)
     if (level == 1 && (u->klen == 0 || u->kbuf[0] != 'u')) {
         /* the level of "usage" and "usageMetadata" only */
         return OR_UK_OTHER;
+    }
+
+    if (level == 2) {
+        return or_usage_key2(u->kbuf, u->klen);
     }
 
     parent = (level == 3) ? u->key[2] : 0;
@@ -786,8 +801,10 @@ or_usage_key2(const char *p, size_t n)
 {
     const or_usage_key_t  *k;
 
-    for (k = or_usage_keys; k->name; k++) {
-        if (k->len == n && k->level == 2 && memcmp(k->name, p, n) == 0) {
+    /* the end's length, (size_t) -1, stops the loop */
+
+    for (k = or_usage_keys2; k->len <= n; k++) {
+        if (k->len == n && memcmp(k->name, p, n) == 0) {
             return k->key;
         }
     }
@@ -1066,9 +1083,20 @@ or_usage_object(or_usage_t *u, const char *m, const char *p,
         }
     }
 
-    /* the object closed: the lexer after a value at level 1 */
+    /* the object closed */
 
     u->found = 1;
+
+    q = or_usage_ws(p + 1, last);
+
+    if (q < last && *q == '}') {
+        /* and the document with it, as the lexer would end it */
+        u->state = OR_USAGE_COMPLETE;
+        return q + 1;
+    }
+
+    /* the lexer after a value at level 1 */
+
     u->depth = 1;
     u->arrays = 0;
     u->key[1] = OR_UK_USAGE;

@@ -482,6 +482,12 @@ ngx_omniroute_settings_global(ngx_omniroute_main_conf_t *omcf,
 
     *out = ngx_omniroute_global_base;
 
+    if (omcf == NULL || omcf->shm_zone == NULL
+        || ngx_omniroute_store_empty(&omcf->store, NGX_OMNIROUTE_T_SETTINGS))
+    {
+        return;
+    }
+
     ngx_str_set(&key, "global");
 
     if (ngx_omniroute_settings_read_override(omcf, &key, &ov) == NGX_OK) {

@@ -216,7 +216,7 @@ ngx_omniroute_attempt_credentials(ngx_http_request_t *r, ngx_list_t *headers,
 
 #define ngx_omniroute_hdr_is(h, s)                                           \
     ((h)->key.len == sizeof(s) - 1                                           \
-     && ngx_strncmp((h)->lowcase_key, s, sizeof(s) - 1) == 0)
+     && ngx_memcmp((h)->lowcase_key, s, sizeof(s) - 1) == 0)
 
 
 static ngx_uint_t
@@ -227,8 +227,8 @@ ngx_omniroute_is_private_header(ngx_table_elt_t *h,
     ngx_omniroute_header_t  *ph;
 
     if (h->key.len >= sizeof("x-omniroute-") - 1
-        && ngx_strncmp(h->lowcase_key, "x-omniroute-",
-                       sizeof("x-omniroute-") - 1) == 0)
+        && ngx_memcmp(h->lowcase_key, "x-omniroute-",
+                      sizeof("x-omniroute-") - 1) == 0)
     {
         /* x-omniroute-session, X-OmniRoute-Lease-* and the like */
         return 1;
@@ -248,7 +248,7 @@ ngx_omniroute_is_private_header(ngx_table_elt_t *h,
     }
 
     if (p->auth_header.len == h->key.len
-        && ngx_strncmp(h->lowcase_key, p->auth_lowcase, h->key.len) == 0)
+        && ngx_memcmp(h->lowcase_key, p->auth_lowcase, h->key.len) == 0)
     {
         return 1;
     }
@@ -257,7 +257,7 @@ ngx_omniroute_is_private_header(ngx_table_elt_t *h,
 
     for (i = 0; i < p->headers.nelts; i++) {
         if (ph[i].name.len == h->key.len
-            && ngx_strncmp(h->lowcase_key, ph[i].lowcase_key, h->key.len)
+            && ngx_memcmp(h->lowcase_key, ph[i].lowcase_key, h->key.len)
                == 0)
         {
             return 1;

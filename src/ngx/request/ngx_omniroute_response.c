@@ -30,6 +30,10 @@ static json_t *ngx_omniroute_excluded_json(ngx_http_request_t *r,
     ngx_omniroute_ctx_t *ctx, or_msec_t *earliest);
 
 
+/* an attempt count of one digit, as most are, is pointed at here */
+static const char  ngx_omniroute_digits[] = "0123456789";
+
+
 typedef struct {
     ngx_uint_t                    status;
     const char                   *code;
@@ -480,13 +484,20 @@ ngx_omniroute_add_route_headers(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
-    p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
+    if (ctx->attempts.nelts < 10) {
+        /* one digit, as most requests have: no formatting, no copy */
+        value.data = (u_char *) &ngx_omniroute_digits[ctx->attempts.nelts];
+        value.len = 1;
 
-    value.data = p;
-    value.len = ngx_sprintf(p, "%ui", ctx->attempts.nelts) - p;
+    } else {
+        p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        value.data = p;
+        value.len = ngx_sprintf(p, "%ui", ctx->attempts.nelts) - p;
+    }
 
     ngx_str_set(&name, "X-OmniRoute-Attempts");
 

@@ -139,23 +139,6 @@ ngx_omniroute_store_table_name(ngx_uint_t table)
 }
 
 
-/*
- * The table has no record: read without the lock (a record created at
- * this very moment is as good as one created a moment later).  A healthy
- * system's hot path takes no lock at all.
- */
-
-ngx_uint_t
-ngx_omniroute_store_empty(ngx_omniroute_store_t *st, ngx_uint_t table)
-{
-    if (st == NULL || st->sh == NULL) {
-        return 1;
-    }
-
-    return *(volatile ngx_uint_t *) &st->sh->records[table] == 0;
-}
-
-
 /* the table's generation (0: no zone), read without the lock */
 
 ngx_atomic_uint_t
