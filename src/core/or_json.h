@@ -175,6 +175,11 @@ const char *or_json_type_name(or_json_type_e type);
 static inline const char *
 or_json_ws(const char *p, const char *last)
 {
+    if (p < last && (unsigned char) *p > ' ') {
+        /* the common case: no whitespace */
+        return p;
+    }
+
     while (p < last
            && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
     {

@@ -100,8 +100,6 @@ static void or_usage_number_end(or_usage_t *u);
 static int or_usage_value_start(or_usage_t *u, char ch);
 static size_t or_usage_step(or_usage_t *u, const char *p, const char *last);
 static void or_usage_scan(or_usage_t *u, const char *p, size_t len);
-static inline const char *or_usage_ws(const char *p,
-    const char *last);
 static const char *or_usage_skip(const char *p, const char *last, int depth);
 static int or_usage_key2(const char *p, size_t n);
 static const char *or_usage_number(const char *p, const char *last,
@@ -636,24 +634,6 @@ or_usage_scan(or_usage_t *u, const char *p, size_t len)
  * verdict as ever.
  */
 
-static inline const char *
-or_usage_ws(const char *p, const char *last)
-{
-    if (p < last && (unsigned char) *p > ' ') {
-        /* the common case: no whitespace */
-        return p;
-    }
-
-    while (p < last
-           && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-    {
-        p++;
-    }
-
-    return p;
-}
-
-
 /* past the value at p as the lexer reads it (depth: its level), or NULL */
 
 static const char *
@@ -661,7 +641,7 @@ or_usage_skip(const char *p, const char *last, int depth)
 {
     char  ch;
 
-    p = or_usage_ws(p, last);
+    p = or_json_ws(p, last);
 
     if (p >= last) {
         return NULL;
@@ -681,7 +661,7 @@ or_usage_skip(const char *p, const char *last, int depth)
 
         for (p++; ; p++) {
             /* a key or "}" (after "," too, as the lexer has it) */
-            p = or_usage_ws(p, last);
+            p = or_json_ws(p, last);
 
             if (p >= last) {
                 return NULL;
@@ -701,7 +681,7 @@ or_usage_skip(const char *p, const char *last, int depth)
                 return NULL;
             }
 
-            p = or_usage_ws(p, last);
+            p = or_json_ws(p, last);
 
             if (p >= last || *p != ':') {
                 return NULL;
@@ -713,7 +693,7 @@ or_usage_skip(const char *p, const char *last, int depth)
                 return NULL;
             }
 
-            p = or_usage_ws(p, last);
+            p = or_json_ws(p, last);
 
             if (p >= last) {
                 return NULL;
@@ -733,7 +713,7 @@ or_usage_skip(const char *p, const char *last, int depth)
             return NULL;
         }
 
-        p = or_usage_ws(p + 1, last);
+        p = or_json_ws(p + 1, last);
 
         if (p < last && *p == ']') {
             return p + 1;
@@ -746,7 +726,7 @@ or_usage_skip(const char *p, const char *last, int depth)
                 return NULL;
             }
 
-            p = or_usage_ws(p, last);
+            p = or_json_ws(p, last);
 
             if (p >= last) {
                 return NULL;
@@ -846,7 +826,7 @@ or_usage_number(const char *p, const char *last, uint64_t *value)
         return NULL;
     }
 
-    p = or_usage_ws(p, last);
+    p = or_json_ws(p, last);
 
     if (p >= last || (*p != ',' && *p != '}')) {
         return NULL;
@@ -880,7 +860,7 @@ or_usage_details(or_usage_t *u, int parent, const char *p, const char *last)
     tokens[OR_USAGE_REASONING] = 0;
 
     for ( ;; ) {
-        p = or_usage_ws(p, last);
+        p = or_json_ws(p, last);
 
         if (p >= last) {
             return NULL;
@@ -912,13 +892,13 @@ or_usage_details(or_usage_t *u, int parent, const char *p, const char *last)
             }
         }
 
-        p = or_usage_ws(q + 1, last);
+        p = or_json_ws(q + 1, last);
 
         if (p >= last || *p != ':') {
             return NULL;
         }
 
-        p = or_usage_number(or_usage_ws(p + 1, last), last, &number);
+        p = or_usage_number(or_json_ws(p + 1, last), last, &number);
 
         if (p == NULL) {
             return NULL;
@@ -942,7 +922,7 @@ or_usage_details(or_usage_t *u, int parent, const char *p, const char *last)
 
     /* its member's end in the usage object */
 
-    p = or_usage_ws(p + 1, last);
+    p = or_json_ws(p + 1, last);
 
     if (p >= last || (*p != ',' && *p != '}')) {
         return NULL;
@@ -978,13 +958,13 @@ or_usage_object(or_usage_t *u, const char *m, const char *p,
     uint64_t     number;
     const char  *q;
 
-    p = or_usage_ws(p, last);
+    p = or_json_ws(p, last);
 
     if (p >= last || *p != ':') {
         goto level1;
     }
 
-    p = or_usage_ws(p + 1, last);
+    p = or_json_ws(p + 1, last);
 
     if (p >= last || *p != '{') {
         goto level1;
@@ -997,7 +977,7 @@ or_usage_object(or_usage_t *u, const char *m, const char *p,
     u->found = 0;
 
     for (m = p + 1; ; m = p + 1) {
-        p = or_usage_ws(m, last);
+        p = or_json_ws(m, last);
 
         if (p >= last) {
             goto level2;
@@ -1021,13 +1001,13 @@ or_usage_object(or_usage_t *u, const char *m, const char *p,
         key = (n <= OR_USAGE_KEY_MAX) ? or_usage_key2(p + 1, n)
                                       : OR_UK_OTHER;
 
-        p = or_usage_ws(q + 1, last);
+        p = or_json_ws(q + 1, last);
 
         if (p >= last || *p != ':') {
             goto level2;
         }
 
-        p = or_usage_ws(p + 1, last);
+        p = or_json_ws(p + 1, last);
 
         if (p < last && *p == '{') {
             /* a details object: its numbers at level 3 */
@@ -1087,7 +1067,7 @@ or_usage_object(or_usage_t *u, const char *m, const char *p,
 
     u->found = 1;
 
-    q = or_usage_ws(p + 1, last);
+    q = or_json_ws(p + 1, last);
 
     if (q < last && *q == '}') {
         /* and the document with it, as the lexer would end it */
@@ -1133,7 +1113,7 @@ level1:
 static const char *
 or_usage_members(or_usage_t *u, const char *p, const char *last)
 {
-    p = or_usage_ws(p, last);
+    p = or_json_ws(p, last);
 
     if (p >= last || *p != '{') {
         return NULL;
@@ -1154,7 +1134,7 @@ or_usage_from(or_usage_t *u, const char *m, const char *last)
     for ( ;; m = p + 1) {
         /* m: a member's start, after "{" or "," */
 
-        p = or_usage_ws(m, last);
+        p = or_json_ws(m, last);
 
         if (p >= last || *p != '"') {
             break;
@@ -1179,7 +1159,7 @@ or_usage_from(or_usage_t *u, const char *m, const char *last)
             break;
         }
 
-        p = or_usage_ws(p, last);
+        p = or_json_ws(p, last);
 
         if (p >= last || *p != ':') {
             break;
@@ -1191,7 +1171,7 @@ or_usage_from(or_usage_t *u, const char *m, const char *last)
             break;
         }
 
-        p = or_usage_ws(p, last);
+        p = or_json_ws(p, last);
 
         if (p < last && *p == '}') {
             /* the document ended without a usage member */
